@@ -1,0 +1,41 @@
+"""Gymnasium environments of cluttered-translated MNIST seen through a glimpse sensor.
+
+``import envs`` registers (namespace ``glimpse``):
+
+=============================  ======  =======  =========================  =========
+id                             canvas  clutter  sensor (g x g, k scales)   glimpses
+=============================  ======  =======  =========================  =========
+glimpse/MNIST-v0               28      0        8x8, 1 (digit centred)     6
+glimpse/TranslatedMNIST60-v0   60      0        12x12, 3                   6
+glimpse/ClutteredMNIST60-v0    60      4        12x12, 3                   6
+glimpse/ClutteredMNIST100-v0   100     8        12x12, 4                   8
+=============================  ======  =======  =========================  =========
+
+Every entry of :class:`envs.task.GlimpseTask` can be overridden as a keyword of
+``gymnasium.make`` / ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``.
+"""
+from __future__ import annotations
+
+import gymnasium
+
+from envs.cluttered_mnist import ClutteredMNISTEnv
+from envs.task import GlimpseTask
+from envs.vector import ClutteredMNISTVectorEnv
+
+ENV_TASKS = {
+    "glimpse/MNIST-v0": dict(canvas_size=28, n_clutter=0, centred_digit=True, glimpse_size=8, n_scales=1, n_glimpses=6),
+    "glimpse/TranslatedMNIST60-v0": dict(canvas_size=60, n_clutter=0, glimpse_size=12, n_scales=3, n_glimpses=6),
+    "glimpse/ClutteredMNIST60-v0": dict(canvas_size=60, n_clutter=4, glimpse_size=12, n_scales=3, n_glimpses=6),
+    "glimpse/ClutteredMNIST100-v0": dict(canvas_size=100, n_clutter=8, glimpse_size=12, n_scales=4, n_glimpses=8),
+}
+
+for _env_id, _kwargs in ENV_TASKS.items():
+    if _env_id not in gymnasium.registry:
+        gymnasium.register(
+            id=_env_id,
+            entry_point="envs.cluttered_mnist:ClutteredMNISTEnv",
+            vector_entry_point="envs.vector:ClutteredMNISTVectorEnv",
+            kwargs=_kwargs,
+        )
+
+__all__ = ["ClutteredMNISTEnv", "ClutteredMNISTVectorEnv", "GlimpseTask", "ENV_TASKS"]

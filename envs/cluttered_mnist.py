@@ -1,0 +1,86 @@
+"""One cluttered-MNIST glimpse episode as a Gymnasium env (see the README for the protocol).
+
+Episode: ``reset`` shows glimpse 1 at the env's first location; each ``step`` takes
+``{"location", "label"}``: steps 1..T-1 return the glimpse at the new location, step T
+judges the label (reward 1 if right, else 0), terminates, and reveals the true label in
+``info["label"]``. The location of step T is not looked at.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.episodes import EpisodeBatch
+from envs.spaces import action_space, check_action, observation_space
+from envs.task import GlimpseTask
+
+
+class ClutteredMNISTEnv(gym.Env):
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 2}
+
+    def __init__(self, render_mode: str | None = None, **task_kwargs):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.task = GlimpseTask(**task_kwargs)
+        self.render_mode = render_mode
+        self.observation_space = observation_space(self.task)
+        self.action_space = action_space()
+        self._episodes = EpisodeBatch(self.task)
+        self._active = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Options: ``first_location`` ("random", "centre" or an (x, y) pair), or an explicit
+        ``canvas`` ((H, W) uint8) with its ``label``, or a digit ``index`` into the split."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        first = self._episodes.first_locations(self.np_random, 1, options.pop("first_location", self.task.first_location))
+        if "canvas" in options:
+            images, labels = self._episodes.check_canvases(
+                np.asarray(options.pop("canvas"))[None], np.asarray([options.pop("label", -1)]), 1)
+            digit_xy = None
+        else:
+            default_index = self.np_random.integers(len(self._episodes.digits))
+            index = int(options.pop("index", default_index))
+            if not 0 <= index < len(self._episodes.digits):
+                raise ValueError(f"index {index} outside the {self.task.split} split (0..{len(self._episodes.digits) - 1})")
+            batch = self._episodes.sample_canvases(self.np_random, np.array([index]))
+            images, labels, digit_xy = batch.images, batch.labels, batch.digit_xy
+        if options:
+            raise ValueError(f"unknown reset options {sorted(options)}")
+        glimpses = self._episodes.start(images, labels, digit_xy, first)
+        self._active = True
+        return self._observation(glimpses[0], first[0]), {}
+
+    def step(self, action):
+        if not self._active:
+            raise RuntimeError("step() called on a finished or never-started episode: call reset() first")
+        location, label = check_action(action)
+        if self._episodes.t < self.task.n_glimpses:
+            glimpse = self._episodes.look(location[None])[0]
+            observation = self._observation(glimpse, location)
+            return observation, 0.0, False, False, {}
+        # final step: judge the label; the observation repeats the last glimpse
+        self._active = False
+        true_label = int(self._episodes.labels[0])
+        reward = float(label == true_label)
+        info = {"label": true_label}
+        if self._episodes.digit_xy is not None:
+            info["digit_xy"] = self._episodes.digit_xy[0].copy()
+        return self._last_observation, reward, True, False, info
+
+    def _observation(self, glimpse: np.ndarray, location: np.ndarray) -> dict:
+        self._last_observation = {"glimpse": glimpse, "location": np.asarray(location, dtype=np.float32)}
+        return self._last_observation
+
+    def render(self):
+        if self.render_mode != "rgb_array":
+            return None
+        if self._episodes.canvases is None:
+            raise RuntimeError("render() before reset()")
+        from glimpse.viz import draw_glimpse_path
+
+        frame = draw_glimpse_path(self._episodes.canvases[0], self._episodes.path()[0],
+                                  self.task.glimpse_size, self.task.n_scales)
+        return np.ascontiguousarray(frame.transpose(1, 2, 0))  # Gymnasium frames are (H, W, 3)

@@ -1,0 +1,58 @@
+"""Observation and action spaces of one episode, and checks that name what is wrong with an action."""
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.task import GlimpseTask
+
+N_CLASSES = 10
+
+
+def observation_space(task: GlimpseTask) -> spaces.Dict:
+    return spaces.Dict(
+        {
+            "glimpse": spaces.Box(0.0, 1.0, (task.n_scales, task.glimpse_size, task.glimpse_size), np.float32),
+            "location": spaces.Box(-1.0, 1.0, (2,), np.float32),
+        }
+    )
+
+
+def action_space() -> spaces.Dict:
+    return spaces.Dict({"location": spaces.Box(-1.0, 1.0, (2,), np.float32), "label": spaces.Discrete(N_CLASSES)})
+
+
+def check_action(action, batch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Validate an action (one episode when ``batch`` is None, else ``batch`` of them).
+
+    Returns ``location`` as float32 (2,) or (batch, 2) and ``label`` as int64 () or (batch,).
+    Raises ValueError/TypeError naming the problem; nothing about the env changes on failure.
+    """
+    if not hasattr(action, "keys") or set(action.keys()) != {"location", "label"}:
+        keys = sorted(action.keys()) if hasattr(action, "keys") else type(action).__name__
+        raise ValueError(f"action must be a dict with keys 'location' and 'label', got {keys}")
+    location, label = _as_numpy(action["location"]), _as_numpy(action["label"])
+    loc_shape = (2,) if batch is None else (batch, 2)
+    label_shape = () if batch is None else (batch,)
+    if location.shape != loc_shape:
+        raise ValueError(f"action['location'] must have shape {loc_shape}, got {location.shape}")
+    if not np.issubdtype(location.dtype, np.floating):
+        raise TypeError(f"action['location'] must be floating point, got dtype {location.dtype}")
+    if not np.all(np.isfinite(location)):
+        raise ValueError("action['location'] contains NaN or inf")
+    if np.any(np.abs(location) > 1.0):
+        worst = float(np.abs(location).max())
+        raise ValueError(f"action['location'] must lie in [-1, 1] (got |value| up to {worst:.4g}); clip it first")
+    if label.shape != label_shape:
+        raise ValueError(f"action['label'] must have shape {label_shape}, got {label.shape}")
+    if not (np.issubdtype(label.dtype, np.integer) and not np.issubdtype(label.dtype, np.bool_)):
+        raise TypeError(f"action['label'] must be an integer class index, got dtype {label.dtype}")
+    if np.any((label < 0) | (label >= N_CLASSES)):
+        raise ValueError(f"action['label'] must be in 0..{N_CLASSES - 1}, got {label.min()}..{label.max()}")
+    return location.astype(np.float32, copy=False), label.astype(np.int64, copy=False)
+
+
+def _as_numpy(value) -> np.ndarray:
+    if hasattr(value, "detach"):  # torch tensors: accepted, zero-copy on CPU
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)

@@ -1,0 +1,62 @@
+"""The task both environments share: canvas recipe, sensor and episode length, validated once."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from glimpse.canvas import CLUTTER_SIZE, DIGIT_SIZE
+from glimpse.data import SPLITS
+
+FIRST_LOCATIONS = ("random", "centre")
+
+
+@dataclass(frozen=True)
+class GlimpseTask:
+    """Everything that defines an episode.
+
+    canvas_size: side of the square canvas in pixels.
+    n_clutter: 8x8 clutter pieces per canvas.
+    centred_digit: place the digit in the centre (plain MNIST) instead of at random.
+    glimpse_size: g, side of each scale of a glimpse.
+    n_scales: k, scales per glimpse, each twice as wide as the previous.
+    n_glimpses: T, glimpses per episode (= steps per episode).
+    split: which digits: "train", "val" or "test".
+    first_location: where the first glimpse is taken: "random" or "centre".
+    data_dir: MNIST root (None: the lookup order of glimpse.data).
+    """
+
+    canvas_size: int = 60
+    n_clutter: int = 4
+    centred_digit: bool = False
+    glimpse_size: int = 12
+    n_scales: int = 3
+    n_glimpses: int = 6
+    split: str = "train"
+    first_location: str = "random"
+    data_dir: str | None = None
+
+    def __post_init__(self):
+        def positive_int(name, minimum=1):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+        positive_int("canvas_size", DIGIT_SIZE)
+        positive_int("n_clutter", 0)
+        positive_int("glimpse_size")
+        positive_int("n_scales")
+        positive_int("n_glimpses")
+        if self.n_clutter and self.canvas_size < CLUTTER_SIZE:
+            raise ValueError(f"canvas_size {self.canvas_size} is smaller than a clutter piece ({CLUTTER_SIZE})")
+        if self.glimpse_size > self.canvas_size:
+            raise ValueError(f"glimpse_size {self.glimpse_size} is larger than the canvas ({self.canvas_size})")
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
+        if self.first_location not in FIRST_LOCATIONS:
+            raise ValueError(f"first_location must be one of {FIRST_LOCATIONS}, got {self.first_location!r}")
+
+    @property
+    def scale_widths(self) -> list[int]:
+        return [self.glimpse_size * 2**s for s in range(self.n_scales)]
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,60 @@
+"""Batched prediction for every model kind on plain canvases: used by validation, evaluate.py
+and the report, so that all of them score models the same way."""
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import torch
+from torch import nn
+
+from envs.vector import ClutteredMNISTVectorEnv
+from glimpse.rollout import Rollout, run_episodes
+
+
+def canvases_to_tensor(images: np.ndarray) -> torch.Tensor:
+    """(N, H, W) uint8 -> (N, 1, H, W) float32 in [0, 1]."""
+    return torch.from_numpy(np.ascontiguousarray(images)).unsqueeze(1).float().div_(255.0)
+
+
+def hard_env(task: dict, num_envs: int) -> ClutteredMNISTVectorEnv:
+    """A vector env that will be fed explicit canvases (no digits are loaded)."""
+    env = gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=num_envs,
+                             vectorization_mode="vector_entry_point", **task)
+    return env
+
+
+def ram_episodes(model: nn.Module, task: dict, images: np.ndarray, labels: np.ndarray | None = None, *,
+                 sample: bool = False, generator: torch.Generator | None = None,
+                 record_glimpses: bool = False) -> Rollout:
+    """One RAM episode per canvas, through the env (``labels`` only matter for the reward)."""
+    labels = np.zeros(len(images), np.int64) if labels is None else np.asarray(labels, np.int64)
+    env = hard_env(task, len(images))
+    return run_episodes(model, env, sample=sample, generator=generator, seed=0,
+                        options={"images": images, "labels": labels}, record_glimpses=record_glimpses)
+
+
+@torch.no_grad()
+def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
+                          n_samples: int = 0, seed: int = 0, progress=None) -> torch.Tensor:
+    """Class probabilities (N, C) for (N, H, W) uint8 canvases.
+
+    Hard models follow the policy mean (deterministic) unless ``n_samples`` > 0, in which case
+    the probabilities of that many sampled trajectories are averaged (reported as such).
+    """
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    outputs = []
+    for start in range(0, len(images), batch_size):
+        batch = images[start:start + batch_size]
+        if kind == "ram":
+            if n_samples > 0:
+                probs = sum(torch.softmax(ram_episodes(model, task, batch, sample=True, generator=generator).logits, -1)
+                            for _ in range(n_samples)) / n_samples
+            else:
+                probs = torch.softmax(ram_episodes(model, task, batch).logits, -1)
+        else:
+            probs = torch.softmax(model(canvases_to_tensor(batch))["logits"], -1)
+        outputs.append(probs)
+        if progress is not None:
+            progress.update(len(batch))
+    return torch.cat(outputs)

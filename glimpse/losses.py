@@ -1,0 +1,37 @@
+"""Losses. RAM's hybrid loss is where gradient routing is decided, so it is spelled out here."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+
+class HybridLoss(NamedTuple):
+    total: torch.Tensor
+    classification: torch.Tensor
+    reinforce: torch.Tensor
+    baseline: torch.Tensor
+    advantage: torch.Tensor  # (B, T-1), detached, for logging its variance
+
+
+def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor, log_probs: torch.Tensor,
+                baselines: torch.Tensor, reinforce_weight: float = 1.0, baseline_weight: float = 1.0) -> HybridLoss:
+    """Cross-entropy + REINFORCE with a learned baseline + the baseline's squared error.
+
+    Args:
+        logits: (B, C) final-step class scores; trained by cross-entropy only.
+        labels: (B,) true classes (from the env's ``info``).
+        reward: (B,) 1 for a right final label, else 0 (from the env); no gradient.
+        log_probs: (B, T-1) log pi(l_t | s_1:t) of the sampled locations (gradient to the policy).
+        baselines: (B, T-1) b_t.
+    The advantage R - b_t uses a *detached* baseline, so the policy loss never trains the
+    baseline; the baseline learns from its own squared error alone.
+    """
+    classification = F.cross_entropy(logits, labels)
+    reward = reward.detach().to(log_probs.dtype)[:, None]
+    advantage = reward - baselines.detach()
+    reinforce = -(log_probs * advantage).sum(dim=1).mean()
+    baseline = F.mse_loss(baselines, reward.expand_as(baselines))
+    total = classification + reinforce_weight * reinforce + baseline_weight * baseline
+    return HybridLoss(total, classification, reinforce, baseline, advantage)

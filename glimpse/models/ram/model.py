@@ -1,0 +1,84 @@
+"""The Recurrent Attention Model (Mnih et al. 2014), assembled from its components.
+
+The model is a per-step function; the episode loop that feeds it glimpses lives with the
+environment and the trainer (glimpse/training/hard.py), so the model holds no training logic.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from glimpse.models.ram.baseline import BaselineNetwork
+from glimpse.models.ram.classifier import Classifier
+from glimpse.models.ram.core import CORES
+from glimpse.models.ram.glimpse_network import GlimpseNetwork
+from glimpse.models.ram.location import LocationPolicy
+
+
+@dataclass
+class RAMConfig:
+    glimpse_size: int = 12
+    n_scales: int = 3
+    n_glimpses: int = 6
+    what_size: int = 128
+    where_size: int = 128
+    hidden_size: int = 256
+    core: str = "rnn"
+    location_std: float = 0.15
+    learn_std: bool = False
+    detach_policy_input: bool = False
+    n_classes: int = 10
+
+    def __post_init__(self):
+        if self.core not in CORES:
+            raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
+        if not self.location_std > 0:
+            raise ValueError(f"location_std must be > 0, got {self.location_std}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class RAMStep(NamedTuple):
+    """Outputs of one step for a batch B: ``logits`` (B, C); policy ``mean``/``std`` (B, 2) of
+    the next location; ``baseline`` (B,); ``state``: the core state to pass to the next step."""
+
+    logits: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    baseline: torch.Tensor
+    state: tuple[torch.Tensor, ...]
+
+
+class RecurrentAttentionModel(nn.Module):
+    """glimpse (B, k, g, g) + location (B, 2) + state -> :class:`RAMStep`.
+
+    ``detach_policy_input`` stops REINFORCE at the location network (a common stabiliser);
+    by default, as in the paper, the policy gradient also trains the core and glimpse network.
+    """
+
+    def __init__(self, config: RAMConfig):
+        super().__init__()
+        self.config = config
+        c = config
+        self.glimpse_network = GlimpseNetwork(c.n_scales, c.glimpse_size, c.what_size, c.where_size, c.hidden_size)
+        self.core = CORES[c.core](c.hidden_size, c.hidden_size)
+        self.location_policy = LocationPolicy(c.hidden_size, c.location_std, c.learn_std)
+        self.baseline = BaselineNetwork(c.hidden_size)
+        self.classifier = Classifier(c.hidden_size, c.n_classes)
+
+    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
+        return self.core.initial_state(batch, device)
+
+    def forward(self, glimpse: torch.Tensor, location: torch.Tensor, state: tuple[torch.Tensor, ...]) -> RAMStep:
+        expected = (self.config.n_scales, self.config.glimpse_size, self.config.glimpse_size)
+        if glimpse.dim() != 4 or tuple(glimpse.shape[1:]) != expected:
+            raise ValueError(f"glimpse must be (B, {expected[0]}, {expected[1]}, {expected[2]}), got {tuple(glimpse.shape)}")
+        g = self.glimpse_network(glimpse, location.detach())  # a location is an action: no gradient path
+        h, state = self.core(g, state)
+        policy_input = h.detach() if self.config.detach_policy_input else h
+        mean, std = self.location_policy(policy_input)
+        return RAMStep(self.classifier(h), mean, std, self.baseline(h), state)

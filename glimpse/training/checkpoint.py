@@ -1,0 +1,66 @@
+"""Checkpoints: written atomically, loadable with ``torch.load(weights_only=True)``.
+
+A checkpoint is a dict of plain Python values and tensors:
+``format``, ``kind`` and ``model_config`` (enough to rebuild the model), ``task`` (the canvas
+and sensor it was trained for), ``train_config``, ``model_state``, optionally
+``optimizer_state``, ``step``, ``best_val_accuracy``, ``best_step``, ``data_source``.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+FORMAT = 1
+REQUIRED_KEYS = ("format", "kind", "model_config", "task", "model_state")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable, or not one of ours."""
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over ``path``: a kill
+    at any moment leaves either the old or the new checkpoint, never a torn one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save({"format": FORMAT, **payload}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a PyTorch file ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(payload, dict) or any(k not in payload for k in REQUIRED_KEYS):
+        raise CheckpointError(f"{path} is not a Glimpse checkpoint (expected keys {REQUIRED_KEYS})")
+    if payload["format"] != FORMAT:
+        raise CheckpointError(f"{path} has checkpoint format {payload['format']}, this version reads {FORMAT}")
+    return payload
+
+
+def load_model(path: str | os.PathLike):
+    """(model in eval mode, checkpoint dict) from a checkpoint file."""
+    from glimpse.models import build_model
+
+    payload = load_checkpoint(path)
+    try:
+        model = build_model(payload["kind"], payload["model_config"])
+        model.load_state_dict(payload["model_state"])
+    except (ValueError, RuntimeError, KeyError) as exc:
+        raise CheckpointError(f"{path}: weights do not fit a {payload['kind']} model ({exc})") from exc
+    return model.eval(), payload

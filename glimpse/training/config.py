@@ -1,0 +1,141 @@
+"""Every training hyperparameter in one dataclass, the paper presets, and the CLI built from them.
+
+Each field's ``help`` is its --help text, so the command line documents itself.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass, field, fields
+
+MODES = ("hard", "soft")
+SOFT_ARCHS = ("draw", "sat")
+
+
+def _opt(default, help: str, choices=None):
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class TrainConfig:
+    mode: str = _opt("hard", "hard: RAM trained with REINFORCE through the env; soft: DRAW or "
+                     "Show-Attend-Tell trained by backpropagation", MODES)
+    soft_arch: str = _opt("sat", "soft-attention model (mode soft): draw (filterbank read) or sat "
+                          "(Show-Attend-Tell over CNN features)", SOFT_ARCHS)
+    preset: str = _opt("cluttered60", "task and model sizes of a paper setting; any option below overrides "
+                       "it", None)
+    # the task (canvas recipe and sensor)
+    canvas_size: int = _opt(60, "canvas side in pixels")
+    n_clutter: int = _opt(4, "8x8 clutter pieces per canvas")
+    centred_digit: bool = _opt(False, "put the digit in the centre (plain MNIST) instead of at random")
+    glimpse_size: int = _opt(12, "hard: side g of each glimpse scale, in pixels")
+    n_scales: int = _opt(3, "hard: scales per glimpse, each twice as wide as the previous")
+    n_glimpses: int = _opt(6, "glimpses per image (RAM, DRAW) or attention steps (Show-Attend-Tell)")
+    first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
+    # RAM
+    core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
+    hidden_size: int = _opt(256, "core / decoder hidden size")
+    location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or initial if learned)")
+    learn_std: bool = _opt(False, "hard: learn the policy std from the core state instead of fixing it")
+    detach_policy_input: bool = _opt(False, "hard: stop REINFORCE at the location network (the paper lets "
+                                     "it reach the core)")
+    reinforce_weight: float = _opt(1.0, "hard: weight of the REINFORCE term in the hybrid loss")
+    baseline_weight: float = _opt(1.0, "hard: weight of the baseline's squared error")
+    # soft attention
+    read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
+    attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
+    # optimisation
+    optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))
+    lr: float = _opt(1e-3, "peak learning rate")
+    momentum: float = _opt(0.9, "sgd momentum")
+    weight_decay: float = _opt(0.0, "L2 weight decay")
+    lr_schedule: str = _opt("cosine", "learning-rate schedule over the run (after a short warm-up)",
+                            ("cosine", "constant"))
+    warmup_steps: int = _opt(100, "linear learning-rate warm-up steps")
+    grad_clip: float = _opt(5.0, "clip the global gradient norm to this (0: off)")
+    batch_size: int = _opt(128, "images per step (hard: the number of parallel envs)")
+    epochs: int = _opt(2, "passes over the training digits (fresh clutter every time)")
+    # the run
+    seed: int = _opt(0, "seed of everything: weights, data order, clutter, location sampling")
+    data_dir: str | None = _opt(None, "MNIST root in torchvision's layout, or 'bundled' for the bundled subset "
+                                "(default: $GLIMPSE_DATA, ./data, download, bundled subset)")
+    run_dir: str = _opt("runs", "where runs (TensorBoard logs and checkpoints) are written")
+    run_name: str | None = _opt(None, "sub-directory of --run-dir (default: derived from mode, preset, seed)")
+    threads: int = _opt(0, "torch CPU threads (0: torch's default)")
+    log_every: int = _opt(50, "steps between scalar logs")
+    image_every: int = _opt(500, "steps between TensorBoard images (0: only at validation)")
+    checkpoint_every: int = _opt(200, "steps between checkpoints of the running state (and every epoch)")
+    val_every: int = _opt(0, "steps between validations (0: once per epoch)")
+    eval_batch_size: int = _opt(500, "batch size for validation and test")
+    max_steps: int = _opt(0, "stop after this many steps in all (0: run all epochs); for smoke tests")
+
+    def __post_init__(self):
+        for f in fields(self):
+            choices = f.metadata.get("choices")
+            if choices and getattr(self, f.name) not in choices:
+                raise ValueError(f"--{f.name.replace('_', '-')} must be one of {choices}, got {getattr(self, f.name)!r}")
+        for name in ("batch_size", "epochs", "n_glimpses", "hidden_size", "eval_batch_size", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        for name in ("lr", "location_std"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+        if self.preset not in PRESETS:
+            raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
+
+    @property
+    def model_kind(self) -> str:
+        return "ram" if self.mode == "hard" else self.soft_arch
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# Paper settings (Mnih et al. 2014; DRAW 2015). Soft models share the canvases; their own sizes are defaults.
+PRESETS: dict[str, dict] = {
+    "mnist28": dict(canvas_size=28, n_clutter=0, centred_digit=True, glimpse_size=8, n_scales=1, n_glimpses=6),
+    "translated60": dict(canvas_size=60, n_clutter=0, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
+    "cluttered60": dict(canvas_size=60, n_clutter=4, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
+    "cluttered100": dict(canvas_size=100, n_clutter=8, centred_digit=False, glimpse_size=12, n_scales=4, n_glimpses=8),
+}
+SOFT_PRESET_OVERRIDES: dict[tuple[str, str], dict] = {
+    ("sat", "cluttered60"): dict(n_glimpses=4),
+    ("sat", "cluttered100"): dict(n_glimpses=4),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Train hard (RAM) or soft (DRAW, Show-Attend-Tell) visual attention on cluttered MNIST.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for f in fields(TrainConfig):
+        flag = f"--{f.name.replace('_', '-')}"
+        kwargs = dict(default=None, help=f.metadata["help"] + f" (default: {f.default})")
+        if f.name == "preset":
+            kwargs["choices"] = sorted(PRESETS)
+        elif f.metadata.get("choices"):
+            kwargs["choices"] = f.metadata["choices"]
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, **kwargs)
+    parser.add_argument("--resume", metavar="RUN_DIR_OR_CHECKPOINT", default=None,
+                        help="continue an interrupted run exactly from its last checkpoint; only --epochs, "
+                             "--max-steps and --threads may change")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """Preset values, then whatever was given explicitly on the command line."""
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
+    return resolve_config(given)
+
+
+def resolve_config(overrides: dict) -> TrainConfig:
+    base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "soft_arch", "preset")})
+    values = dict(PRESETS[base.preset])
+    if base.mode == "soft":
+        values.update(SOFT_PRESET_OVERRIDES.get((base.soft_arch, base.preset), {}))
+    values.update(overrides)
+    return TrainConfig(**values)

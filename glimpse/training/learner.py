@@ -1,0 +1,46 @@
+"""What the training loop needs from a kind of model: one minibatch's loss, and pictures.
+
+The loop (glimpse/training/loop.py) owns everything that is the same for hard and soft
+attention: data order, optimiser, schedule, validation, checkpoints, logging.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from glimpse.data import MNISTSplits
+from glimpse.training.config import TrainConfig
+
+TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
+
+
+def task_of(config: TrainConfig) -> dict:
+    """The canvas recipe and sensor: stored in checkpoints, checked against evaluation images."""
+    return {key: getattr(config, key) for key in TASK_KEYS}
+
+
+class Learner(Protocol):
+    kind: str
+    model: nn.Module
+    model_config: dict
+    task: dict
+
+    def loss(self, indices: np.ndarray, step_seed: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Loss of the minibatch of training digits ``indices``; all its randomness from ``step_seed``.
+        Returns the scalar to minimise and detached metrics named TensorBoard-style."""
+
+    def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+        """(3, H, W) uint8 images showing where the model looks on these canvases."""
+
+
+def make_learner(config: TrainConfig, data: MNISTSplits) -> Learner:
+    if config.mode == "hard":
+        from glimpse.training.hard import HardAttentionLearner
+
+        return HardAttentionLearner(config, data)
+    from glimpse.training.soft import SoftAttentionLearner
+
+    return SoftAttentionLearner(config, data)

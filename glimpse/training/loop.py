@@ -1,0 +1,211 @@
+"""The one training loop for hard and soft attention.
+
+All randomness of step s comes from (seed, s): the digits of an epoch from a permutation
+seeded by (seed, epoch), clutter, positions and location noise from (seed, s). So a run
+resumed from a checkpoint takes exactly the steps the uninterrupted run would have taken.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from glimpse.canvas import fixed_canvas_set
+from glimpse.data import MNISTSplits, load_mnist
+from glimpse.inference import predict_probabilities
+from glimpse.training.checkpoint import load_checkpoint, save_checkpoint
+from glimpse.training.config import TrainConfig
+from glimpse.training.learner import Learner, make_learner
+from glimpse.training.tensorboard import RunLogger
+
+VAL_SEED, TEST_SEED = 1, 2  # fixed canvases: every run is selected and scored on the same images
+N_PICTURES = 8
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    best_checkpoint: Path
+    best_val_accuracy: float
+    test_accuracy: float
+    n_test: int
+    steps: int
+    train_seconds: float
+    data_source: str
+
+
+def step_seed(seed: int, step: int) -> int:
+    return int(np.random.SeedSequence([seed, 1, step]).generate_state(1)[0])
+
+
+def batch_indices(seed: int, step: int, n_train: int, batch_size: int) -> np.ndarray:
+    """Training digits of ``step``: epochs are seeded permutations, the remainder is dropped."""
+    steps_per_epoch = n_train // batch_size
+    epoch, position = divmod(step, steps_per_epoch)
+    order = np.random.default_rng([seed, 0, epoch]).permutation(n_train)
+    return order[position * batch_size:(position + 1) * batch_size]
+
+
+def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
+    warmup = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps > 0 else 1.0
+    if config.lr_schedule == "constant":
+        return config.lr * warmup
+    progress = min(1.0, step / max(1, total_steps))
+    return config.lr * warmup * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+                               weight_decay=config.weight_decay)
+    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+
+def accuracy(learner: Learner, images: np.ndarray, labels: np.ndarray, batch_size: int, desc: str) -> float:
+    with tqdm(total=len(images), desc=desc, leave=False, unit="img", disable=None) as bar:
+        probs = predict_probabilities(learner.kind, learner.model, learner.task, images, batch_size, progress=bar)
+    learner.model.train()
+    return float((probs.argmax(-1).numpy() == labels).mean())
+
+
+def fixed_sets(config: TrainConfig, data: MNISTSplits):
+    val = fixed_canvas_set(data.val.images, data.val.labels, config.canvas_size, config.n_clutter,
+                           config.centred_digit, VAL_SEED)
+    test = fixed_canvas_set(data.test.images, data.test.labels, config.canvas_size, config.n_clutter,
+                            config.centred_digit, TEST_SEED)
+    return val, test
+
+
+def default_run_name(config: TrainConfig) -> str:
+    return f"{config.model_kind}-{config.preset}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool = False) -> TrainResult:
+    """Train, validate every epoch, keep the best checkpoint, and score it on the test set."""
+    resumed = load_checkpoint(_last_checkpoint(resume)) if resume is not None else None
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    if resumed is not None:
+        run_dir = Path(resumed["run_dir"])
+    else:
+        run_dir = Path(config.run_dir) / (config.run_name or default_run_name(config))
+        if (run_dir / "last.pt").exists():
+            raise FileExistsError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
+                                  f"or choose another --run-name")
+    torch.manual_seed(config.seed)
+    data = load_mnist(config.data_dir)
+    learner = make_learner(config, data)
+    optimizer = build_optimizer(config, learner.model)
+    n_train = len(data.train)
+    if n_train < config.batch_size:
+        raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
+    steps_per_epoch = n_train // config.batch_size
+    total_steps = config.epochs * steps_per_epoch
+    if config.max_steps:
+        total_steps = min(total_steps, config.max_steps)
+    val_every = config.val_every or steps_per_epoch
+    val_set, test_set = fixed_sets(config, data)
+    pictures = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
+
+    start_step, best_val, best_step, elapsed = 0, -1.0, -1, 0.0
+    if resumed is not None:
+        learner.model.load_state_dict(resumed["model_state"])
+        optimizer.load_state_dict(resumed["optimizer_state"])
+        start_step, best_val, best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
+        elapsed = resumed.get("train_seconds", 0.0)
+
+    def payload(step: int, with_optimizer: bool) -> dict:
+        out = dict(kind=learner.kind, model_config=learner.model_config, task=learner.task,
+                   train_config=config.to_dict(), model_state=learner.model.state_dict(), step=step,
+                   best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
+                   run_dir=str(run_dir), train_seconds=elapsed + (time.perf_counter() - t_start))
+        if with_optimizer:
+            out["optimizer_state"] = optimizer.state_dict()
+        return out
+
+    logger = RunLogger(run_dir, config, data.source, purge_step=start_step)
+    say = (lambda *a: None) if quiet else (lambda msg: tqdm.write(msg, file=sys.stderr))
+    say(f"[glimpse] {config.mode} attention ({learner.kind}), {data.source}; run {run_dir}")
+    if resumed is not None:
+        say(f"[glimpse] resuming at step {start_step}/{total_steps}")
+    learner.model.train()
+    t_start = time.perf_counter()
+    window_start, window_images = time.perf_counter(), 0
+    step = start_step
+    bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
+               unit="step", dynamic_ncols=True, disable=quiet or None)
+    try:
+        for step in bar:
+            lr = learning_rate(config, step, total_steps)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            indices = batch_indices(config.seed, step, n_train, config.batch_size)
+            loss, metrics = learner.loss(indices, step_seed(config.seed, step))
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"loss became {loss.item()} at step {step} (epoch {step / steps_per_epoch:.2f}); stopping. "
+                    f"The last good checkpoint is {run_dir / 'last.pt'}: try a lower --lr or --grad-clip.")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip > 0:
+                metrics["charts/grad_norm"] = torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
+            optimizer.step()
+            window_images += len(indices)
+            done = step + 1
+            if done % config.log_every == 0 or done == total_steps:
+                now = time.perf_counter()
+                scalars = {k: float(v) for k, v in metrics.items()}
+                scalars.update({"charts/learning_rate": lr, "charts/epoch": done / steps_per_epoch,
+                                "charts/images_per_second": window_images / (now - window_start)})
+                logger.scalars(scalars, done)
+                bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['charts/accuracy']:.3f}",
+                                best_val=f"{max(best_val, 0):.4f}")
+                window_start, window_images = now, 0
+            if config.image_every and done % config.image_every == 0:
+                logger.images(learner.pictures(*pictures), done)
+            if done % val_every == 0 or done == total_steps:
+                val_acc = accuracy(learner, val_set.images, val_set.labels, config.eval_batch_size, "validate")
+                logger.scalars({"charts/val_accuracy": val_acc, "charts/val_error": 1 - val_acc}, done)
+                logger.images(learner.pictures(*pictures), done)
+                if val_acc > best_val:
+                    best_val, best_step = val_acc, done
+                    save_checkpoint(run_dir / "best.pt", payload(done, with_optimizer=False))
+                save_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
+                say(f"[glimpse] step {done} epoch {done / steps_per_epoch:.2f}: val accuracy {val_acc:.4f} "
+                    f"(best {best_val:.4f} at step {best_step})")
+            elif done % config.checkpoint_every == 0:
+                save_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
+    except KeyboardInterrupt:
+        bar.close()
+        logger.close()
+        say(f"\n[glimpse] interrupted; the last checkpoint is {run_dir / 'last.pt'}. "
+            f"Continue with: python train.py --resume {run_dir}")
+        raise
+    bar.close()
+    elapsed += time.perf_counter() - t_start
+
+    best = load_checkpoint(run_dir / "best.pt")
+    learner.model.load_state_dict(best["model_state"])
+    test_acc = accuracy(learner, test_set.images, test_set.labels, config.eval_batch_size, "test")
+    logger.scalars({"charts/test_accuracy": test_acc}, total_steps)
+    logger.close()
+    best["test_accuracy"] = test_acc
+    best["train_seconds"] = elapsed
+    save_checkpoint(run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
+    return TrainResult(run_dir, run_dir / "best.pt", best_val, test_acc, len(test_set.labels), total_steps, elapsed,
+                       data.source)
+
+
+def _last_checkpoint(resume: str | Path) -> Path:
+    path = Path(resume)
+    return path / "last.pt" if path.is_dir() else path

@@ -1,0 +1,65 @@
+"""Soft attention: DRAW's filterbank classifier or Show-Attend-Tell, trained by backpropagation
+on the same canvases the hard model's env draws."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from glimpse.canvas import make_canvases
+from glimpse.data import MNISTSplits
+from glimpse.inference import canvases_to_tensor
+from glimpse.models import build_model
+from glimpse.training.config import TrainConfig
+from glimpse.training.learner import task_of
+from glimpse.viz import draw_filterbank_path, overlay_attention, side_by_side, stack_rows
+
+
+def soft_model_config(config: TrainConfig) -> dict:
+    if config.soft_arch == "draw":
+        return dict(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
+                    hidden_size=config.hidden_size)
+    return dict(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size)
+
+
+class SoftAttentionLearner:
+    def __init__(self, config: TrainConfig, data: MNISTSplits):
+        self.config = config
+        self.kind = config.soft_arch
+        self.task = task_of(config)
+        self.train_digits = data.train
+        self.model_config = soft_model_config(config)
+        self.model = build_model(self.kind, self.model_config)
+
+    def loss(self, indices: np.ndarray, step_seed: int):
+        batch = make_canvases(np.random.default_rng(step_seed), self.train_digits.images, self.train_digits.labels,
+                              indices, self.config.canvas_size, self.config.n_clutter, self.config.centred_digit)
+        labels = torch.from_numpy(batch.labels)
+        out = self.model(canvases_to_tensor(batch.images))
+        classification = F.cross_entropy(out["logits"], labels)
+        total = classification
+        metrics = {"losses/classification": classification.detach(),
+                   "charts/accuracy": (out["logits"].argmax(-1) == labels).float().mean()}
+        if self.kind == "sat":
+            from glimpse.models.sat import doubly_stochastic_penalty
+
+            penalty = doubly_stochastic_penalty(out["alpha"])
+            total = total + self.config.attention_weight * penalty
+            metrics["losses/attention_regulariser"] = penalty.detach()
+        else:
+            metrics["charts/filterbank_stride"] = out["stride"].detach().mean()
+        metrics["losses/total"] = total.detach()
+        return total, metrics
+
+    @torch.no_grad()
+    def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+        self.model.eval()
+        out = self.model(canvases_to_tensor(images))
+        self.model.train()
+        if self.kind == "draw":
+            extents = out["stride"] * self.config.read_size
+            rows = [draw_filterbank_path(canvas, centre.numpy(), extent.numpy())
+                    for canvas, centre, extent in zip(images, out["centre"], extents)]
+            return {"attention/filterbank_paths": stack_rows(rows)}
+        rows = [overlay_attention(canvas, alpha.numpy()) for canvas, alpha in zip(images, out["alpha"])]
+        return {"attention/maps": stack_rows(rows)}

@@ -1,0 +1,34 @@
+"""TensorBoard habits from CleanRL: ``losses/...`` and ``charts/...`` scalars, the
+configuration as a markdown table, pictures every N steps."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from torch.utils.tensorboard import SummaryWriter
+
+from glimpse.training.config import TrainConfig
+
+
+def hyperparameter_table(config: TrainConfig, data_source: str) -> str:
+    rows = "\n".join(f"|{key}|{value}|" for key, value in config.to_dict().items())
+    return f"|param|value|\n|-|-|\n{rows}\n|data|{data_source}|"
+
+
+class RunLogger:
+    def __init__(self, run_dir: Path, config: TrainConfig, data_source: str, purge_step: int = 0):
+        # purge_step drops events a crashed run wrote after its last checkpoint
+        self.writer = SummaryWriter(str(run_dir), purge_step=purge_step or None)
+        if not purge_step:
+            self.writer.add_text("hyperparameters", hyperparameter_table(config, data_source))
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        for name, value in values.items():
+            self.writer.add_scalar(name, value, step)
+
+    def images(self, images: dict[str, np.ndarray], step: int) -> None:
+        for name, image in images.items():
+            self.writer.add_image(name, image, step, dataformats="CHW")
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,215 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import envs
+from envs.task import GlimpseTask
+
+IDS = sorted(envs.ENV_TASKS)
+
+
+def make(env_id, **kwargs):
+    return gym.make(env_id, data_dir="bundled", **kwargs)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_check_env_passes(env_id):
+    env = make(env_id, render_mode="rgb_array")
+    check_env(env.unwrapped)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_spaces_follow_the_spec(env_id):
+    env = make(env_id)
+    spec = envs.ENV_TASKS[env_id]
+    k, g = spec["n_scales"], spec["glimpse_size"]
+    assert env.observation_space["glimpse"].shape == (k, g, g)
+    assert env.observation_space["location"].shape == (2,)
+    assert env.action_space["label"].n == 10
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs) and info == {}
+
+
+def play(env, seed, locations):
+    obs, _ = env.reset(seed=seed)
+    frames = [obs]
+    for loc in locations:
+        obs, reward, terminated, truncated, info = env.step({"location": np.asarray(loc, np.float32), "label": 3})
+        frames.append(obs)
+    return frames, reward, terminated, info
+
+
+def test_episode_protocol_and_reward():
+    env = make("glimpse/ClutteredMNIST60-v0")
+    locations = [(0.1 * t, -0.1 * t) for t in range(6)]
+    frames, reward, terminated, info = play(env, 0, locations)
+    assert terminated and "label" in info and reward == float(info["label"] == 3)
+    # the label is only revealed at the end
+    env.reset(seed=0)
+    for t in range(5):
+        _, r, term, trunc, info = env.step({"location": np.zeros(2, np.float32), "label": 0})
+        assert not term and not trunc and r == 0.0 and "label" not in info
+    _, _, term, _, info = env.step({"location": np.zeros(2, np.float32), "label": info.get("label", 0)})
+    assert term
+    np.testing.assert_allclose(frames[1]["location"], locations[0])
+
+
+def test_reward_is_one_for_the_right_label():
+    env = make("glimpse/MNIST-v0")
+    env.reset(seed=5)
+    for _ in range(5):
+        env.step({"location": np.zeros(2, np.float32), "label": 0})
+    truth = env.unwrapped._episodes.labels[0]
+    _, reward, term, _, info = env.step({"location": np.zeros(2, np.float32), "label": int(truth)})
+    assert term and reward == 1.0 and info["label"] == truth
+
+
+def test_seeded_episodes_are_reproducible():
+    a, b = make("glimpse/ClutteredMNIST100-v0"), make("glimpse/ClutteredMNIST100-v0")
+    locs = [(0.5, 0.5)] * 8
+    fa, ra, _, ia = play(a, 123, locs)
+    fb, rb, _, ib = play(b, 123, locs)
+    for x, y in zip(fa, fb):
+        np.testing.assert_array_equal(x["glimpse"], y["glimpse"])
+    assert ia["label"] == ib["label"]
+    fc, *_ = play(a, 124, locs)
+    assert not np.array_equal(fa[0]["glimpse"], fc[0]["glimpse"])
+
+
+def test_first_location_option():
+    env = make("glimpse/ClutteredMNIST60-v0")
+    obs, _ = env.reset(seed=0, options={"first_location": "centre"})
+    np.testing.assert_array_equal(obs["location"], [0, 0])
+    obs, _ = env.reset(seed=0, options={"first_location": "random"})
+    assert np.any(obs["location"] != 0)
+
+
+def test_vector_env_matches_single_env_on_same_canvas_and_locations(bundled):
+    rng = np.random.default_rng(0)
+    n = 4
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=n, vectorization_mode="vector_entry_point",
+                       data_dir="bundled")
+    vec.reset(seed=3)
+    canvases = vec.unwrapped.episodes.canvases.copy()
+    labels = vec.unwrapped.episodes.labels.copy()
+    path = rng.uniform(-1, 1, size=(6, n, 2)).astype(np.float32)
+    obs, _ = vec.reset(options={"images": canvases, "labels": labels, "first_location": path[0]})
+    vec_glimpses = [obs["glimpse"].copy()]
+    for t in range(1, 6):
+        obs, *_ = vec.step({"location": path[t], "label": np.zeros(n, np.int64)})
+        vec_glimpses.append(obs["glimpse"].copy())
+    single = make("glimpse/ClutteredMNIST60-v0")
+    for i in range(n):
+        obs, _ = single.reset(options={"canvas": canvases[i], "label": labels[i], "first_location": path[0, i]})
+        np.testing.assert_array_equal(obs["glimpse"], vec_glimpses[0][i])
+        for t in range(1, 6):
+            obs, *_ = single.step({"location": path[t, i], "label": 0})
+            np.testing.assert_array_equal(obs["glimpse"], vec_glimpses[t][i])
+
+
+def test_vector_env_episode_and_autoreset():
+    n = 8
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=n, vectorization_mode="vector_entry_point",
+                       data_dir="bundled")
+    obs, _ = vec.reset(seed=0)
+    assert obs["glimpse"].shape == (n, 3, 12, 12) and obs["glimpse"].dtype == np.float32
+    action = {"location": np.zeros((n, 2), np.float32), "label": np.zeros(n, np.int64)}
+    for t in range(6):
+        obs, reward, term, trunc, info = vec.step(action)
+    assert term.all() and not trunc.any()
+    np.testing.assert_array_equal(reward, (info["label"] == 0).astype(float))
+    obs, reward, term, trunc, info = vec.step(action)  # NEXT_STEP autoreset
+    assert not term.any() and np.all(reward == 0) and "label" not in info
+    # seeded vector resets reproduce
+    a, _ = vec.reset(seed=11)
+    b, _ = vec.reset(seed=11)
+    np.testing.assert_array_equal(a["glimpse"], b["glimpse"])
+
+
+def test_vector_env_accepts_digit_indices():
+    vec = gym.make_vec("glimpse/MNIST-v0", num_envs=3, vectorization_mode="vector_entry_point", data_dir="bundled")
+    vec.reset(seed=0, options={"indices": np.array([0, 1, 2])})
+    np.testing.assert_array_equal(vec.unwrapped.episodes.labels, envs_labels := vec.unwrapped.episodes.digits.labels[:3])
+    assert len(envs_labels) == 3
+
+
+BAD_ACTIONS = [
+    ({"location": np.array([1.5, 0], np.float32), "label": 0}, ValueError, r"\[-1, 1\]"),
+    ({"location": np.array([np.nan, 0], np.float32), "label": 0}, ValueError, "NaN"),
+    ({"location": np.zeros(3, np.float32), "label": 0}, ValueError, "shape"),
+    ({"location": np.zeros(2, np.int64), "label": 0}, TypeError, "floating"),
+    ({"location": np.zeros(2, np.float32), "label": 10}, ValueError, "0..9"),
+    ({"location": np.zeros(2, np.float32), "label": 1.5}, TypeError, "integer"),
+    ({"location": np.zeros(2, np.float32)}, ValueError, "keys"),
+    ([0.0, 0.0], ValueError, "dict"),
+]
+
+
+@pytest.mark.parametrize("action,error,match", BAD_ACTIONS)
+def test_bad_actions_are_named_and_change_nothing(action, error, match):
+    env = make("glimpse/ClutteredMNIST60-v0")
+    env.reset(seed=0)
+    t_before = env.unwrapped._episodes.t
+    with pytest.raises(error, match=match):
+        env.unwrapped.step(action)
+    assert env.unwrapped._episodes.t == t_before
+    env.unwrapped.step({"location": np.zeros(2, np.float32), "label": 0})  # still usable
+
+
+def test_vector_bad_action_shape():
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=4, vectorization_mode="vector_entry_point",
+                       data_dir="bundled")
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match=r"\(4, 2\)"):
+        vec.step({"location": np.zeros((3, 2), np.float32), "label": np.zeros(4, np.int64)})
+    with pytest.raises(RuntimeError, match="reset"):
+        gym.make_vec("glimpse/MNIST-v0", num_envs=2, vectorization_mode="vector_entry_point").step(None)
+
+
+def test_step_after_end_or_before_reset():
+    env = make("glimpse/MNIST-v0").unwrapped
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step({"location": np.zeros(2, np.float32), "label": 0})
+    env.reset(seed=0)
+    for _ in range(6):
+        env.step({"location": np.zeros(2, np.float32), "label": 0})
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step({"location": np.zeros(2, np.float32), "label": 0})
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(glimpse_size=80), "larger than the canvas"),
+    (dict(n_clutter=-1), "n_clutter"),
+    (dict(canvas_size=20), "canvas_size"),
+    (dict(n_scales=0), "n_scales"),
+    (dict(split="holdout"), "split"),
+    (dict(first_location="corner"), "first_location"),
+])
+def test_impossible_sizes_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GlimpseTask(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        gym.make("glimpse/ClutteredMNIST60-v0", **kwargs)
+
+
+def test_unknown_id_is_named():
+    with pytest.raises(gym.error.Error, match="ClutteredMNIST61"):
+        gym.make("glimpse/ClutteredMNIST61-v0")
+
+
+def test_bad_reset_options():
+    env = make("glimpse/ClutteredMNIST60-v0")
+    with pytest.raises(ValueError, match="unknown reset options"):
+        env.reset(options={"colour": 1})
+    with pytest.raises(ValueError, match="uint8"):
+        env.reset(options={"canvas": np.zeros((28, 28), np.uint8), "label": 1})
+
+
+def test_render_draws_the_canvas_with_the_path():
+    env = make("glimpse/ClutteredMNIST60-v0", render_mode="rgb_array")
+    env.reset(seed=0)
+    env.step({"location": np.array([0.5, 0.5], np.float32), "label": 0})
+    frame = env.render()
+    assert frame.ndim == 3 and frame.shape[2] == 3 and frame.dtype == np.uint8
+    assert frame.shape[0] >= 60 and frame.shape[1] >= 60

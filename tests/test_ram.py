@@ -1,0 +1,144 @@
+"""RAM shapes and, above all, where the hybrid loss's gradients flow (Mnih et al. 2014)."""
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from glimpse.losses import hybrid_loss
+from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
+from glimpse.models.ram.location import LocationPolicy
+from glimpse.rollout import run_episodes
+
+B = 16
+
+
+def make_env(n=B, **kwargs):
+    return gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=n, vectorization_mode="vector_entry_point",
+                        data_dir="bundled", **kwargs)
+
+
+def rollout(model, seed=0, sample=True):
+    generator = torch.Generator().manual_seed(seed)
+    return run_episodes(model, make_env(), sample=sample, generator=generator, seed=seed)
+
+
+def grads_of(model, loss):
+    model.zero_grad(set_to_none=True)
+    loss.backward(retain_graph=True)
+    return {name: (p.grad.abs().sum().item() if p.grad is not None else 0.0) for name, p in model.named_parameters()}
+
+
+def group(grads, prefix):
+    return sum(v for k, v in grads.items() if k.startswith(prefix))
+
+
+@pytest.mark.parametrize("core", ["rnn", "lstm"])
+def test_step_shapes(core):
+    model = RecurrentAttentionModel(RAMConfig(core=core, learn_std=True))
+    state = model.initial_state(B)
+    out = model(torch.rand(B, 3, 12, 12), torch.zeros(B, 2), state)
+    assert out.logits.shape == (B, 10) and out.mean.shape == (B, 2) and out.std.shape == (B, 2)
+    assert out.baseline.shape == (B,) and all(s.shape == (B, 256) for s in out.state)
+    assert torch.all(out.mean.abs() <= 1) and torch.all(out.std > 0)
+    with pytest.raises(ValueError, match="glimpse must be"):
+        model(torch.rand(B, 2, 12, 12), torch.zeros(B, 2), state)
+
+
+def test_rollout_shapes():
+    torch.manual_seed(0)
+    r = rollout(RecurrentAttentionModel(RAMConfig()))
+    assert r.logits.shape == (B, 10) and r.reward.shape == (B,) and r.labels.shape == (B,)
+    assert r.log_probs.shape == (B, 5) and r.baselines.shape == (B, 5) and r.locations.shape == (B, 6, 2)
+    np.testing.assert_array_equal(r.reward.numpy(), (r.logits.argmax(-1) == r.labels).float().numpy())
+
+
+def test_sampled_locations_are_detached_and_log_prob_is_gaussian():
+    mean = torch.tensor([[0.2, -0.3]], requires_grad=True)
+    std = torch.full((1, 2), 0.1)
+    sample = LocationPolicy.sample(mean, std, torch.Generator().manual_seed(0))
+    assert not sample.requires_grad
+    log_prob = LocationPolicy.log_prob(mean, std, sample)
+    expected = torch.distributions.Normal(mean, std).log_prob(sample).sum(-1)
+    torch.testing.assert_close(log_prob, expected)
+    log_prob.sum().backward()
+    # d/dmean log N(l; mean, std) = (l - mean) / std^2: the gradient goes through the mean only
+    torch.testing.assert_close(mean.grad, (sample - mean.detach()) / std**2)
+
+
+def test_classification_loss_never_reaches_the_location_network_or_baseline():
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig())
+    r = rollout(model)
+    loss = hybrid_loss(r.logits, r.labels, r.reward, r.log_probs, r.baselines)
+    g = grads_of(model, loss.classification)
+    assert group(g, "classifier") > 0 and group(g, "core") > 0 and group(g, "glimpse_network") > 0
+    assert group(g, "location_policy") == 0, "locations are actions: CE must not train the policy"
+    assert group(g, "baseline") == 0
+
+
+def test_reinforce_trains_the_location_network_and_not_the_baseline():
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig())
+    r = rollout(model)
+    reward = torch.zeros(B)
+    reward[: B // 2] = 1.0  # make sure the advantage is not zero everywhere
+    loss = hybrid_loss(r.logits, r.labels, reward, r.log_probs, r.baselines)
+    g = grads_of(model, loss.reinforce)
+    assert group(g, "location_policy.mean") > 0, "the location network must get the REINFORCE gradient"
+    assert group(g, "baseline") == 0, "the baseline in the advantage must be detached"
+    assert group(g, "classifier") == 0
+    # the paper's theta: the policy gradient also reaches the core and the glimpse network
+    assert group(g, "core") > 0 and group(g, "glimpse_network") > 0
+
+
+def test_detach_policy_input_stops_reinforce_at_the_location_network():
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(detach_policy_input=True))
+    r = rollout(model)
+    loss = hybrid_loss(r.logits, r.labels, torch.ones(B), r.log_probs, r.baselines)
+    g = grads_of(model, loss.reinforce)
+    assert group(g, "location_policy.mean") > 0
+    assert group(g, "core") == 0 and group(g, "glimpse_network") == 0
+
+
+def test_baseline_loss_trains_only_the_baseline():
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig())
+    r = rollout(model)
+    loss = hybrid_loss(r.logits, r.labels, r.reward, r.log_probs, r.baselines)
+    g = grads_of(model, loss.baseline)
+    assert group(g, "baseline") > 0
+    assert sum(v for k, v in g.items() if not k.startswith("baseline")) == 0
+
+
+def test_reinforce_value_matches_the_estimator():
+    log_probs = torch.tensor([[-1.0, -2.0], [-0.5, -0.5]], requires_grad=True)
+    baselines = torch.tensor([[0.2, 0.4], [0.6, 0.8]], requires_grad=True)
+    reward = torch.tensor([1.0, 0.0])
+    logits = torch.zeros(2, 10, requires_grad=True)
+    out = hybrid_loss(logits, torch.tensor([1, 2]), reward, log_probs, baselines)
+    expected = -((-1.0 * 0.8 + -2.0 * 0.6) + (-0.5 * -0.6 + -0.5 * -0.8)) / 2
+    assert math.isclose(out.reinforce.item(), expected, rel_tol=1e-6)
+    assert math.isclose(out.baseline.item(), ((0.8**2 + 0.6**2) + (0.6**2 + 0.8**2)) / 4, rel_tol=1e-6)
+    assert math.isclose(out.classification.item(), math.log(10), rel_tol=1e-6)
+
+
+def test_learned_std_gets_the_policy_gradient():
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(learn_std=True))
+    r = rollout(model)
+    loss = hybrid_loss(r.logits, r.labels, torch.ones(B), r.log_probs, r.baselines)
+    g = grads_of(model, loss.reinforce)
+    assert group(g, "location_policy.log_std_head") > 0
+
+
+def test_deterministic_rollout_follows_the_mean():
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig())
+    with torch.no_grad():
+        a = rollout(model, seed=1, sample=False)
+        b = rollout(model, seed=1, sample=False)
+    torch.testing.assert_close(a.locations, b.locations)
+    torch.testing.assert_close(a.logits, b.logits)
