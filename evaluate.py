@@ -45,12 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load_images(path: str, canvas_size: int) -> tuple[np.ndarray, np.ndarray]:
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "images" not in archive or "labels" not in archive:
-                raise ValueError(f"{path} must hold arrays 'images' and 'labels', it has {sorted(archive.files)}")
-            images, labels = archive["images"], archive["labels"]
-    except (OSError, EOFError) as exc:
+        archive = np.load(path, allow_pickle=False)
+        arrays = {name: archive[name] for name in archive.files} if hasattr(archive, "files") else None
+    except (OSError, EOFError, ValueError) as exc:  # missing file, not a zip, pickled objects
         raise ValueError(f"cannot read {path} as .npz ({exc})") from exc
+    if arrays is None or "images" not in arrays or "labels" not in arrays:
+        found = sorted(arrays) if arrays is not None else "a bare array"
+        raise ValueError(f"{path} must hold arrays 'images' and 'labels', it has {found}")
+    images, labels = arrays["images"], arrays["labels"]
     if images.ndim != 3 or images.dtype != np.uint8:
         raise ValueError(f"{path}: 'images' must be (N, H, W) uint8, got {images.dtype} {images.shape}")
     if images.shape[1:] != (canvas_size, canvas_size):

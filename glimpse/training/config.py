@@ -36,8 +36,9 @@ class TrainConfig:
     hidden_size: int = _opt(256, "core / decoder hidden size")
     location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or initial if learned)")
     learn_std: bool = _opt(False, "hard: learn the policy std from the core state instead of fixing it")
-    detach_policy_input: bool = _opt(False, "hard: stop REINFORCE at the location network (the paper lets "
-                                     "it reach the core)")
+    detach_policy_input: bool = _opt(True, "hard: stop REINFORCE at the location network; --no-detach-policy-input "
+                                     "lets it reach the core and glimpse network as in the paper (learns ~2x slower "
+                                     "here, see README)")
     reinforce_weight: float = _opt(1.0, "hard: weight of the REINFORCE term in the hybrid loss")
     baseline_weight: float = _opt(1.0, "hard: weight of the baseline's squared error")
     # soft attention
@@ -81,6 +82,11 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
+        from envs.task import GlimpseTask  # fail on impossible sizes before any data is loaded
+
+        GlimpseTask(canvas_size=self.canvas_size, n_clutter=self.n_clutter, centred_digit=self.centred_digit,
+                    glimpse_size=self.glimpse_size, n_scales=self.n_scales, n_glimpses=self.n_glimpses,
+                    first_location=self.first_location)
 
     @property
     def model_kind(self) -> str:

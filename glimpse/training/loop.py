@@ -110,9 +110,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     if n_train < config.batch_size:
         raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
     steps_per_epoch = n_train // config.batch_size
-    total_steps = config.epochs * steps_per_epoch
-    if config.max_steps:
-        total_steps = min(total_steps, config.max_steps)
+    schedule_steps = config.epochs * steps_per_epoch  # the schedule ignores --max-steps, a mere cap
+    total_steps = min(schedule_steps, config.max_steps) if config.max_steps else schedule_steps
     val_every = config.val_every or steps_per_epoch
     val_set, test_set = fixed_sets(config, data)
     pictures = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
@@ -146,7 +145,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                unit="step", dynamic_ncols=True, disable=quiet or None)
     try:
         for step in bar:
-            lr = learning_rate(config, step, total_steps)
+            lr = learning_rate(config, step, schedule_steps)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             indices = batch_indices(config.seed, step, n_train, config.batch_size)

@@ -1,0 +1,167 @@
+"""train.py and evaluate.py end to end on the bundled subset: learning, seeds, resume, errors."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import evaluate
+import train
+from glimpse.training import loop
+from glimpse.training.checkpoint import load_checkpoint
+
+FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0"]
+
+
+def run_train(tmp_path, name, *extra):
+    code = train.main([*FAST, "--run-dir", str(tmp_path), "--run-name", name, *extra])
+    return code, tmp_path / name
+
+
+def weights(path):
+    return load_checkpoint(path)["model_state"]
+
+
+def assert_same_weights(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+
+
+def test_hard_attention_learns_well_above_chance(tmp_path, capsys):
+    code, run = run_train(tmp_path, "learn", "--preset", "mnist28", "--epochs", "6", "--lr", "3e-3",
+                          "--batch-size", "64")
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "test accuracy" in out and "TensorBoard logs" in out
+    best = load_checkpoint(run / "best.pt")
+    assert best["test_accuracy"] > 0.6, best["test_accuracy"]  # chance is 0.1
+    assert "bundled" in best["data_source"]
+    assert list(run.glob("events.out.tfevents.*"))
+
+
+def test_seeded_runs_reproduce(tmp_path):
+    args = ["--preset", "cluttered60", "--max-steps", "6", "--batch-size", "32", "--val-every", "3"]
+    assert run_train(tmp_path, "a", *args)[0] == 0
+    assert run_train(tmp_path, "b", *args)[0] == 0
+    assert_same_weights(weights(tmp_path / "a" / "last.pt"), weights(tmp_path / "b" / "last.pt"))
+    assert run_train(tmp_path, "c", *args, "--seed", "1")[0] == 0
+    different = weights(tmp_path / "c" / "last.pt")
+    assert any(not torch.equal(v, different[k]) for k, v in weights(tmp_path / "a" / "last.pt").items())
+
+
+def test_resume_after_interruption_continues_exactly(tmp_path, monkeypatch):
+    args = ["--preset", "cluttered60", "--max-steps", "12", "--batch-size", "32", "--checkpoint-every", "5",
+            "--val-every", "100"]
+    assert run_train(tmp_path, "whole", *args)[0] == 0
+
+    real = loop.batch_indices
+
+    def interrupted(seed, step, *rest):
+        if step == 8:
+            raise KeyboardInterrupt
+        return real(seed, step, *rest)
+
+    monkeypatch.setattr(loop, "batch_indices", interrupted)
+    code, run = run_train(tmp_path, "cut", *args)
+    assert code == 130
+    assert load_checkpoint(run / "last.pt")["step"] == 5  # at most the work since the checkpoint is lost
+    monkeypatch.setattr(loop, "batch_indices", real)
+    assert train.main(["--resume", str(run)]) == 0
+    assert load_checkpoint(run / "last.pt")["step"] == 12
+    assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
+
+
+def test_resume_refuses_changed_settings(tmp_path, capsys):
+    code, run = run_train(tmp_path, "r", "--preset", "mnist28", "--max-steps", "3", "--batch-size", "32")
+    assert code == 0
+    assert train.main(["--resume", str(run), "--lr", "0.1"]) == 2
+    assert "--lr" in capsys.readouterr().err
+
+
+def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
+    from glimpse.training import hard
+
+    real = hard.HardAttentionLearner.loss
+
+    def poisoned(self, indices, seed):
+        loss, metrics = real(self, indices, seed)
+        return loss * float("nan"), metrics
+
+    monkeypatch.setattr(hard.HardAttentionLearner, "loss", poisoned)
+    code, _ = run_train(tmp_path, "nan", "--preset", "mnist28", "--max-steps", "3", "--batch-size", "32")
+    assert code == 1
+    assert "loss became nan" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--batch-size", "0"], "batch-size"),
+    (["--lr", "-1"], "lr"),
+    (["--glimpse-size", "80"], "larger than the canvas"),
+    (["--data-dir", "/nonexistent/mnist"], "no MNIST"),
+    (["--resume", "/nonexistent/run"], "does not exist"),
+])
+def test_train_bad_input_exits_2(argv, match, tmp_path, capsys):
+    assert train.main(argv + ["--run-dir", str(tmp_path), "--threads", "1"]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_existing_run_is_not_overwritten(tmp_path, capsys):
+    args = ["--preset", "mnist28", "--max-steps", "2", "--batch-size", "32"]
+    assert run_train(tmp_path, "same", *args)[0] == 0
+    before = (tmp_path / "same" / "last.pt").read_bytes()
+    assert run_train(tmp_path, "same", *args)[0] == 2
+    assert "--resume" in capsys.readouterr().err
+    assert (tmp_path / "same" / "last.pt").read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def hard_checkpoint(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ckpt")
+    assert train.main([*FAST, "--run-dir", str(tmp), "--run-name", "e", "--preset", "cluttered60",
+                       "--max-steps", "4", "--batch-size", "32"]) == 0
+    return tmp / "e" / "best.pt"
+
+
+def last_json(capsys):
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_evaluate_reports_the_training_test_accuracy(hard_checkpoint, capsys):
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--data-dir", "bundled", "--json"]) == 0
+    result = last_json(capsys)
+    assert result["n"] == 2000 and 0 <= result["accuracy"] <= 1
+    assert result["error"] == pytest.approx(1 - result["accuracy"])
+    assert result["accuracy"] == pytest.approx(load_checkpoint(hard_checkpoint)["test_accuracy"])
+    assert "policy mean" in result["evaluation"]
+
+
+def test_evaluate_npz_and_sampled_trajectories(hard_checkpoint, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "x.npz"
+    np.savez(path, images=rng.integers(0, 256, (10, 60, 60), dtype=np.uint8), labels=np.arange(10))
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--images", str(path), "--json"]) == 0
+    assert last_json(capsys)["n"] == 10
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--images", str(path), "--json", "--samples", "3"]) == 0
+    assert "averaged over 3 sampled trajectories" in last_json(capsys)["evaluation"]
+
+
+def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
+    wrong_size = tmp_path / "small.npz"
+    np.savez(wrong_size, images=np.zeros((3, 28, 28), np.uint8), labels=np.zeros(3, np.int64))
+    no_labels = tmp_path / "nolabels.npz"
+    np.savez(no_labels, images=np.zeros((3, 60, 60), np.uint8))
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"nope")
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(hard_checkpoint.read_bytes()[:1000])
+    cases = [
+        (["--checkpoint", str(hard_checkpoint), "--images", str(wrong_size)], "28x28"),
+        (["--checkpoint", str(hard_checkpoint), "--images", str(no_labels)], "'labels'"),
+        (["--checkpoint", str(hard_checkpoint), "--images", str(garbage)], "cannot read"),
+        (["--checkpoint", str(corrupt)], "corrupt"),
+        (["--checkpoint", str(tmp_path / "missing.pt")], "does not exist"),
+    ]
+    for argv, match in cases:
+        assert evaluate.main(argv) == 2, argv
+        assert match in capsys.readouterr().err
