@@ -1,0 +1,66 @@
+"""DRAW's "differentiable RAM" classifier (Gregor et al. 2015, cluttered MNIST experiment).
+
+An LSTM that at each of T steps chooses a filterbank read from its previous state, reads an
+N x N patch from the whole canvas through it, and updates its state; the class comes from the
+final state. Attention is soft: every parameter of the read gets an exact gradient.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from glimpse.models.filterbank import attention_params, filterbank_matrices, read
+
+
+@dataclass
+class DRAWConfig:
+    canvas_size: int = 60
+    read_size: int = 12
+    n_glimpses: int = 8
+    hidden_size: int = 256
+    n_classes: int = 10
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DRAWClassifier(nn.Module):
+    """images (B, 1, H, W) in [0, 1] -> dict of ``logits`` (B, C), ``centre`` (B, T, 2) unit (x, y),
+    ``stride`` (B, T) pixels, ``sigma2`` (B, T), ``gamma`` (B, T), ``reads`` (B, T, N, N)."""
+
+    def __init__(self, config: DRAWConfig):
+        super().__init__()
+        self.config = config
+        n, size = config.read_size, config.canvas_size
+        self.cell = nn.LSTMCell(n * n, config.hidden_size)
+        self.attention = nn.Linear(config.hidden_size, 5)
+        self.classifier = nn.Linear(config.hidden_size, config.n_classes)
+        # step 1 (h = 0) sees the whole canvas, centred, filters about half a stride wide
+        stride = (size - 1) / max(n - 1, 1)
+        with torch.no_grad():
+            self.attention.weight.mul_(0.1)
+            self.attention.bias.copy_(torch.tensor([0.0, 0.0, math.log((stride / 2) ** 2), 0.0, 0.0]))
+
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        size = self.config.canvas_size
+        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
+            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        canvas = images[:, 0]
+        batch = canvas.shape[0]
+        h = canvas.new_zeros(batch, self.config.hidden_size)
+        c = canvas.new_zeros(batch, self.config.hidden_size)
+        records = {"centre": [], "stride": [], "sigma2": [], "gamma": [], "reads": []}
+        for _ in range(self.config.n_glimpses):
+            params = attention_params(self.attention(h), size, size, self.config.read_size)
+            f_x, f_y = filterbank_matrices(params, size, size, self.config.read_size)
+            patch = read(canvas, f_x, f_y, params.gamma)
+            h, c = self.cell(patch.flatten(1), (h, c))
+            for key, value in (("centre", params.centre), ("stride", params.stride), ("sigma2", params.sigma2),
+                               ("gamma", params.gamma), ("reads", patch)):
+                records[key].append(value)
+        out = {key: torch.stack(values, 1) for key, values in records.items()}
+        out["logits"] = self.classifier(h)
+        return out

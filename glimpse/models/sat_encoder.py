@@ -1,0 +1,27 @@
+"""Show-Attend-Tell's encoder: a small CNN that turns the canvas into a grid of feature vectors."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class ConvEncoder(nn.Module):
+    """images (B, 1, H, W) -> features (B, L, D) with L = gh * gw cells, and the grid (gh, gw).
+
+    A 5x5 stride-2 conv, then two 3x3 conv + 2x2 max-pool stages: 60x60 -> 7x7 cells,
+    100x100 -> 12x12, each cell a D = channels[-1] vector.
+    """
+
+    def __init__(self, channels: tuple[int, int, int] = (16, 32, 64)):
+        super().__init__()
+        c1, c2, c3 = channels
+        self.layers = nn.Sequential(
+            nn.Conv2d(1, c1, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c2, c3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.feature_size = c3
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        maps = self.layers(images)  # (B, D, gh, gw)
+        return maps.flatten(2).transpose(1, 2), (maps.shape[2], maps.shape[3])
