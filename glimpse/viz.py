@@ -358,8 +358,11 @@ def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: fl
     if maps.dim() != 3:
         raise ValueError(f"alpha must be (T, gh, gw), got shape {tuple(maps.shape)}")
     maps = F.interpolate(maps[:, None], size=(h, w), mode="bilinear", align_corners=False)[:, 0].numpy()
-    lo = maps.min(axis=(1, 2), keepdims=True)
-    m = (maps - lo) / np.maximum(maps.max(axis=(1, 2), keepdims=True) - lo, 1e-12)
+    lo, hi = maps.min(axis=(1, 2), keepdims=True), maps.max(axis=(1, 2), keepdims=True)
+    spread = hi - lo
+    # a flat map (up to the interpolation's rounding) has nothing to show: no heat rather than noise
+    flat = spread <= 1e-5 * np.maximum(np.abs(hi), np.abs(lo)) + 1e-12
+    m = np.where(flat, 0.0, (maps - lo) / np.where(flat, 1.0, spread)).astype(np.float32)
     weight = opacity * m[:, None]
     frames = np.round((1 - weight) * base[None] + weight * _heat(m)).astype(np.uint8)
     return side_by_side(list(frames), pad=sep)

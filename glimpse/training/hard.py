@@ -13,7 +13,7 @@ from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
 from glimpse.rollout import run_episodes
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import task_of
-from glimpse.drawing import draw_glimpse_path, glimpse_strip, side_by_side, stack_rows
+from glimpse.viz import draw_glimpse_path, glimpse_strip, side_by_side, stack_rows
 
 
 class HardAttentionLearner:

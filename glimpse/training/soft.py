@@ -12,7 +12,7 @@ from glimpse.inference import canvases_to_tensor
 from glimpse.models import build_model
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import task_of
-from glimpse.drawing import draw_filterbank_path, overlay_attention, side_by_side, stack_rows
+from glimpse.viz import draw_filterbank_path, overlay_attention, side_by_side, stack_rows
 
 
 def soft_model_config(config: TrainConfig) -> dict:

@@ -1,0 +1,181 @@
+import numpy as np
+import pytest
+import torch
+
+from glimpse.coords import pixels_to_unit
+from glimpse.retina import extract_glimpses, integral_images
+from glimpse.viz import (
+    PAD,
+    draw_filterbank_path,
+    draw_glimpse_path,
+    glimpse_strip,
+    glimpse_tile,
+    overlay_attention,
+    side_by_side,
+    stack_rows,
+    time_colours,
+    to_rgb_canvas,
+)
+
+
+def coloured(image: np.ndarray) -> np.ndarray:
+    """(H, W) bool: pixels that are not grey, i.e. were drawn on (the canvas itself is grey)."""
+    return ~((image[0] == image[1]) & (image[1] == image[2]))
+
+
+def square_mask(shape, left, top, width, filled=False) -> np.ndarray:
+    mask = np.zeros(shape, bool)
+    mask[top:top + width, left:left + width] = True
+    if not filled and width > 2:
+        mask[top + 1:top + width - 1, left + 1:left + width - 1] = False
+    return mask
+
+
+def test_to_rgb_canvas_accepts_uint8_float_and_tensors():
+    canvas = np.arange(12, dtype=np.uint8).reshape(3, 4) * 20
+    out = to_rgb_canvas(canvas, 2)
+    assert out.shape == (3, 6, 8) and out.dtype == np.uint8
+    assert (out[:, ::2, ::2] == canvas).all() and (out[0] == out[2]).all()
+    np.testing.assert_array_equal(to_rgb_canvas(canvas.astype(np.float32) / 255, 2), out)
+    np.testing.assert_array_equal(to_rgb_canvas(torch.from_numpy(canvas), 2), out)
+
+
+def test_time_colours_run_from_early_to_late_and_are_never_grey():
+    colours = time_colours(8)
+    assert colours.shape == (8, 3) and colours.dtype == np.uint8
+    assert not (colours == colours[:, :1]).all(axis=1).any()
+    assert len({tuple(c) for c in colours}) == 8
+    assert time_colours(1).shape == (1, 3)
+
+
+def test_box_is_exactly_where_the_brief_says():
+    # 20x20, g = 4, centre (0, 0) -> pixel 10 -> columns/rows 8..11; first marker 3 px wide: 9..11
+    canvas = np.zeros((20, 20), np.uint8)
+    out = draw_glimpse_path(canvas, np.array([[0.0, 0.0]]), glimpse_size=4, n_scales=1, upscale=1)
+    assert out.shape == (3, 20, 20) and out.dtype == np.uint8
+    expected = square_mask((20, 20), 8, 8, 4) | square_mask((20, 20), 9, 9, 3, filled=True)
+    np.testing.assert_array_equal(coloured(out), expected)
+    assert (out[:, 8, 8] == time_colours(1)[0]).all()
+    # a coarser scale: width 8 -> 6..13, see-through over the canvas but still coloured
+    out = draw_glimpse_path(canvas, np.array([[0.0, 0.0]]), glimpse_size=4, n_scales=2, upscale=1)
+    np.testing.assert_array_equal(coloured(out), expected | square_mask((20, 20), 6, 6, 8))
+
+
+@pytest.mark.parametrize("upscale", [1, 3])
+def test_boxes_cover_exactly_what_the_retina_reads(upscale):
+    rng = np.random.default_rng(0)
+    height, width, g = 30, 40, 5
+    for loc in rng.uniform(-0.6, 0.6, (6, 2)):
+        out = draw_glimpse_path(np.zeros((height, width), np.uint8), loc[None], g, 1, upscale=upscale, labels=False)
+        rows, cols = np.nonzero(coloured(out))
+        top, left = rows.min() // upscale, cols.min() // upscale
+        assert (rows.max() + 1) // upscale - top == g and (cols.max() + 1) // upscale - left == g
+        inside = np.zeros((1, height, width), np.uint8)
+        inside[0, top:top + g, left:left + g] = 255
+        loc_t = torch.tensor(loc[None], dtype=torch.float32)
+        read_inside = extract_glimpses(integral_images(torch.from_numpy(inside)), loc_t, g, 1)
+        read_outside = extract_glimpses(integral_images(torch.from_numpy(255 - inside)), loc_t, g, 1)
+        assert (read_inside == 1).all() and (read_outside == 0).all()
+
+
+def test_path_connects_the_centres():
+    canvas = np.zeros((40, 40), np.uint8)
+    # centres at pixels (10, 20) and (30, 20): the whole row between them is drawn
+    out = draw_glimpse_path(canvas, np.array([[-0.5, 0.0], [0.5, 0.0]]), 1, 1, upscale=1)
+    assert coloured(out)[20, 10:31].all()
+    # colours run from the first step's to the last's
+    early, late = time_colours(2).astype(int)
+    assert np.abs(out[:, 20, 14] - early).sum() < np.abs(out[:, 20, 14] - late).sum()
+    assert np.abs(out[:, 20, 26] - late).sum() < np.abs(out[:, 20, 26] - early).sum()
+    # a steep segment: every row between the centres has a drawn pixel next to the ideal line
+    start, end = np.array([8.0, 5.0]), np.array([15.0, 35.0])
+    locs = pixels_to_unit(torch.tensor(np.stack([start, end])), 40).numpy()
+    drawn = coloured(draw_glimpse_path(canvas, locs, 1, 1, upscale=1))
+    for row in range(5, 36):
+        x = start[0] + (row - start[1]) * (end[0] - start[0]) / (end[1] - start[1])
+        assert drawn[row, int(np.floor(x)) - 1:int(np.floor(x)) + 2].any(), row
+
+
+@pytest.mark.parametrize("upscale", [1, 4])
+def test_locations_on_the_border_are_clipped_not_raised(upscale):
+    corners = np.array([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    out = draw_glimpse_path(np.zeros((20, 20), np.uint8), corners, 4, 3, upscale=upscale)
+    assert out.shape == (3, 20 * upscale, 20 * upscale)
+    drawn = coloured(out)
+    edge = 2 * upscale
+    for rows, cols in [(slice(0, edge), slice(0, edge)), (slice(-edge, None), slice(-edge, None)),
+                       (slice(0, edge), slice(-edge, None)), (slice(-edge, None), slice(0, edge))]:
+        assert drawn[rows, cols].any()
+    out = draw_filterbank_path(np.zeros((20, 20)), corners, np.full(5, 30.0), upscale=upscale)
+    assert out.shape == (3, 20 * upscale, 20 * upscale)
+
+
+def test_readable_picture_has_the_canvas_size_for_many_steps():
+    rng = np.random.default_rng(1)
+    canvas = rng.random((60, 60)).astype(np.float32)
+    out = draw_glimpse_path(canvas, torch.tensor(rng.uniform(-1, 1, (8, 2))), 8, 3)
+    assert out.shape == (3, 240, 240) and out.dtype == np.uint8
+
+
+def test_filterbank_box_and_checks():
+    canvas = np.zeros((20, 20), np.uint8)
+    out = draw_filterbank_path(canvas, np.array([[0.0, 0.0]]), np.array([8.0]), upscale=1)
+    assert out.shape == (3, 20, 20) and out.dtype == np.uint8
+    expected = square_mask((20, 20), 6, 6, 8) | square_mask((20, 20), 9, 9, 3, filled=True)
+    np.testing.assert_array_equal(coloured(out), expected)
+    out = draw_filterbank_path(canvas, np.array([[0.1, -0.3], [0.2, 0.4]]), np.array([5.3, 2.2]), upscale=4)
+    assert out.shape == (3, 80, 80)
+    with pytest.raises(ValueError):
+        draw_filterbank_path(canvas, np.zeros((3, 2)), np.ones(2))
+
+
+def test_glimpse_tile_pastes_finer_scales_over_the_centre():
+    k, g = 3, 4
+    glimpse = np.stack([np.full((g, g), 0.1 * (s + 1)) for s in range(k)])
+    tile = glimpse_tile(glimpse)
+    assert tile.shape == (16, 16)
+    np.testing.assert_allclose(tile[6:10, 6:10], 0.1)
+    np.testing.assert_allclose(tile[4:12, 4], 0.2)
+    np.testing.assert_allclose(tile[0], 0.3)
+
+
+@pytest.mark.parametrize("upscale", [1, 2, 4])
+def test_glimpse_strip_tile_sizes(upscale):
+    steps, k, g = 5, 3, 4
+    glimpses = np.random.default_rng(0).random((steps, k, g, g)).astype(np.float32)
+    out = glimpse_strip(glimpses, upscale=upscale)
+    side = g * 2 ** (k - 1) * upscale
+    assert out.shape == (3, side, steps * side + (steps - 1) * 2) and out.dtype == np.uint8
+    plain = glimpse_strip(glimpses, upscale=upscale, labels=False)
+    assert (plain[:, :, side:side + 2] == PAD[:, None, None]).all()
+    np.testing.assert_array_equal(plain[0, :, :side], to_rgb_canvas(glimpse_tile(glimpses[0]), upscale)[0])
+    assert glimpse_strip(torch.from_numpy(glimpses), height=64).shape[1] == 64
+
+
+def test_overlay_of_one_hot_attention_is_brightest_at_its_cell():
+    canvas, upscale = np.zeros((20, 20), np.uint8), 2
+    alpha = np.zeros((2, 5, 5), np.float32)
+    alpha[0, 1, 3] = alpha[1, 4, 0] = 1.0
+    out = overlay_attention(canvas, alpha, upscale=upscale)
+    frame = 20 * upscale
+    assert out.shape == (3, frame, 2 * frame + 2) and out.dtype == np.uint8
+    cell = frame // 5
+    for t, (row, col) in enumerate([(1, 3), (4, 0)]):
+        brightness = out[:, :, t * (frame + 2):t * (frame + 2) + frame].astype(int).sum(0)
+        y, x = np.unravel_index(brightness.argmax(), brightness.shape)
+        assert row * cell <= y < (row + 1) * cell and col * cell <= x < (col + 1) * cell
+    # a flat map has nothing to show and must not produce NaNs: the canvas comes back unchanged
+    grey = np.random.default_rng(0).integers(0, 256, (20, 20), dtype=np.uint8)
+    np.testing.assert_array_equal(overlay_attention(grey, np.ones((1, 3, 3)), upscale=1), to_rgb_canvas(grey, 1))
+
+
+def test_stack_rows_and_side_by_side_layout():
+    a = np.full((3, 4, 6), 200, np.uint8)
+    b = np.full((3, 5, 3), 100, np.uint8)
+    out = stack_rows([a, b], pad=2)
+    assert out.shape == (3, 11, 6) and out.dtype == np.uint8
+    assert (out[:, :4] == 200).all() and (out[:, 4:6] == PAD[:, None, None]).all()
+    assert (out[:, 6:, :3] == 100).all() and (out[:, 6:, 3:] == PAD[:, None, None]).all()  # left-aligned
+    out = side_by_side([a, b], pad=1)
+    assert out.shape == (3, 5, 10)
+    assert (out[:, 4, :6] == PAD[:, None]).all() and (out[:, :, 7:] == 100).all()
