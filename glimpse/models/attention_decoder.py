@@ -23,8 +23,9 @@ class AdditiveAttention(nn.Module):
 class AttentionDecoder(nn.Module):
     """features (B, L, D) -> final state h_T (B, H), alpha (B, T, L), beta (B, T).
 
-    h0, c0 = tanh(MLP(mean_i a_i)); per step: alpha from (a, h_{t-1}), gate
-    beta = sigmoid(f_beta(h_{t-1})), context z = beta * sum_i alpha_i a_i, LSTM step on z.
+    h0, c0 = tanh(init_h(mean_i a_i)), tanh(init_c(mean_i a_i)) (Xu et al.'s f_init MLPs, one
+    layer each); per step: alpha from (a, h_{t-1}), gate beta = sigmoid(f_beta(h_{t-1})),
+    context z = beta * sum_i alpha_i a_i, LSTM step on z.
     """
 
     def __init__(self, feature_size: int, hidden_size: int, attention_size: int, n_steps: int):
@@ -39,7 +40,7 @@ class AttentionDecoder(nn.Module):
     def forward(self, features: torch.Tensor):
         mean = features.mean(1)
         h, c = torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean))
-        projected = self.attention.feature_proj(features)
+        projected = self.attention.feature_proj(features)  # W_a a_i does not depend on t: once
         alphas, betas = [], []
         for _ in range(self.n_steps):
             alpha = self.attention(projected, h)

@@ -3,6 +3,7 @@
 An LSTM that at each of T steps chooses a filterbank read from its previous state, reads an
 N x N patch from the whole canvas through it, and updates its state; the class comes from the
 final state. Attention is soft: every parameter of the read gets an exact gradient.
+No training logic here: the trainer applies the loss to ``logits``.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from glimpse.models.filterbank import attention_params, filterbank_matrices, rea
 
 @dataclass
 class DRAWConfig:
+    """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T."""
+
     canvas_size: int = 60
     read_size: int = 12
     n_glimpses: int = 8
@@ -38,13 +41,16 @@ class DRAWClassifier(nn.Module):
         self.cell = nn.LSTMCell(n * n, config.hidden_size)
         self.attention = nn.Linear(config.hidden_size, 5)
         self.classifier = nn.Linear(config.hidden_size, config.n_classes)
-        # step 1 (h = 0) sees the whole canvas, centred, filters about half a stride wide
+        # Step 1 (h = 0) reads the bias alone: centred (g~ = 0), grid over the whole canvas
+        # (delta~ = 1), sigma = half the stride so neighbouring filters overlap without blurring
+        # the whole canvas, gamma = 1. Small weights keep the first moves near that read.
         stride = (size - 1) / max(n - 1, 1)
         with torch.no_grad():
             self.attention.weight.mul_(0.1)
             self.attention.bias.copy_(torch.tensor([0.0, 0.0, math.log((stride / 2) ** 2), 0.0, 0.0]))
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """images (B, 1, H, W) with H = W = canvas_size -> dict (see the class docstring)."""
         size = self.config.canvas_size
         if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
             raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
@@ -57,7 +63,7 @@ class DRAWClassifier(nn.Module):
             params = attention_params(self.attention(h), size, size, self.config.read_size)
             f_x, f_y = filterbank_matrices(params, size, size, self.config.read_size)
             patch = read(canvas, f_x, f_y, params.gamma)
-            h, c = self.cell(patch.flatten(1), (h, c))
+            h, c = self.cell(patch.flatten(1), (h, c))  # input: the patch; recurrence: h_{t-1}
             for key, value in (("centre", params.centre), ("stride", params.stride), ("sigma2", params.sigma2),
                                ("gamma", params.gamma), ("reads", patch)):
                 records[key].append(value)

@@ -4,10 +4,9 @@ An N x N grid of isotropic 2-D Gaussian filters, placed by its centre (gX, gY) a
 delta, with variance sigma^2, reads ``gamma * F_Y x F_X^T``: an N x N patch, differentiable in
 every attention parameter.
 
-One adaptation: the paper maps g~ in [-1, 1] to (A+1)/2 (g~+1) on a 1-indexed pixel grid.
-Here g~ is exactly the unit coordinate of glimpse/coords.py (g~ = 0 is the canvas centre,
-+-1 its edges) and filters are evaluated at pixel centres a + 0.5, so the filterbank, the hard
-glimpse sensor and the drawings share one coordinate system.
+Pixel convention (glimpse/coords.py): pixel ``a`` (0-indexed) covers [a, a + 1] and filters are
+evaluated at its centre a + 0.5; unit coordinate -1 is the left/top edge (0), +1 the right/bottom
+edge (W or H). See :func:`attention_params` for how this adapts the paper's 1-indexed mapping.
 """
 from __future__ import annotations
 
@@ -17,12 +16,18 @@ import torch
 
 from glimpse.coords import unit_to_pixels
 
-NORMALISER_EPS = 1e-8  # Z can underflow to 0 when the grid lies off the canvas: never divide by 0
+# Z underflows to 0 when a filter lies off the canvas (or sigma is tiny); public DRAW code divides
+# by it and gets NaN. Off-canvas rows become ~0 instead.
+NORMALISER_EPS = 1e-8
+# Floor on sigma^2 (pixels^2) inside the filters: below it the filter is already a single pixel,
+# and sigma^2 -> 0 would make the exponent's gradient inf * 0 = NaN.
+SIGMA2_MIN = 1e-4
 
 
 class FilterbankParams(NamedTuple):
-    """Batch B: ``centre`` (B, 2) unit (x, y); ``centre_px`` (B, 2) pixels; ``stride`` (B,) pixels
-    between filters; ``sigma2`` (B,) filter variance in pixels^2; ``gamma`` (B,) read intensity."""
+    """Batch B: ``centre`` (B, 2) unit (x, y) as in coords.py; ``centre_px`` (B, 2) pixels (x, y);
+    ``stride`` (B,) pixels between neighbouring filters; ``sigma2`` (B,) filter variance in
+    pixels^2; ``gamma`` (B,) read intensity."""
 
     centre: torch.Tensor
     centre_px: torch.Tensor
@@ -34,8 +39,18 @@ class FilterbankParams(NamedTuple):
 def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int) -> FilterbankParams:
     """raw (B, 5) = (g~X, g~Y, log sigma^2, log delta~, log gamma), e.g. a linear map of a state.
 
-    delta = (max(A, B) - 1) / (N - 1) * delta~, so delta~ = 1 spreads the grid over the canvas.
+    As in the paper, delta = (max(A, B) - 1) / (N - 1) * delta~ (A = width, B = height), so
+    delta~ = 1 spreads the N filter centres from the first pixel centre to the last.
+
+    Centre: the paper's gX = (A + 1) / 2 (g~X + 1) on 1-indexed pixels maps g~ = -1..1 to
+    0..A + 1, i.e. half a pixel beyond each canvas edge, with g~ = 0 at the centre (A + 1) / 2.
+    Here g~ *is* the unit coordinate of coords.py: gX = A / 2 (g~X + 1) in 0-indexed continuous
+    pixels, so g~ = 0 is still the canvas centre and g~ = +-1 are exactly the edges (the scale
+    differs from the paper's by A / (A + 1)). The filterbank, the hard glimpse sensor and the
+    drawings then share one coordinate system. Same for gY with B.
     """
+    if raw.dim() != 2 or raw.shape[-1] != 5:
+        raise ValueError(f"raw attention parameters must be (B, 5), got {tuple(raw.shape)}")
     gx, gy, log_sigma2, log_delta, log_gamma = raw.unbind(-1)
     centre = torch.stack([gx, gy], -1)
     centre_px = torch.stack([unit_to_pixels(gx, width), unit_to_pixels(gy, height)], -1)
@@ -45,24 +60,31 @@ def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int)
 
 def filter_axis(centre: torch.Tensor, stride: torch.Tensor, sigma2: torch.Tensor, length: int,
                 read_size: int) -> torch.Tensor:
-    """(B,) centre, stride, sigma2 along one axis -> (B, N, length) normalised filters.
+    """centre (B,) in pixels, stride (B,), sigma2 (B,) along one axis -> (B, N, length) filters.
 
-    mu_i = centre + (i - (N - 1) / 2) * stride for i = 0..N-1 (the paper's i - N/2 - 0.5, 1-indexed).
+    mu_i = centre + (i - (N - 1) / 2) * stride for i = 0..N-1: the paper's (i - N/2 - 0.5) with
+    i = 1..N. F[i, a] = exp(-(a + 0.5 - mu_i)^2 / (2 sigma^2)) / Z_i, Z_i = sum_a exp(...): rows sum
+    to 1 wherever the filter overlaps the canvas, and are ~0 (not NaN) where it does not.
     """
     offsets = torch.arange(read_size, dtype=centre.dtype, device=centre.device) - (read_size - 1) / 2
     mu = centre[:, None] + offsets[None, :] * stride[:, None]  # (B, N)
     pixels = torch.arange(length, dtype=centre.dtype, device=centre.device) + 0.5  # pixel centres
+    sigma2 = sigma2.clamp_min(SIGMA2_MIN)
     filters = torch.exp(-((pixels[None, None, :] - mu[:, :, None]) ** 2) / (2 * sigma2[:, None, None]))
     return filters / filters.sum(-1, keepdim=True).clamp_min(NORMALISER_EPS)
 
 
-def filterbank_matrices(params: FilterbankParams, height: int, width: int, read_size: int):
-    """-> F_X (B, N, W) and F_Y (B, N, H)."""
+def filterbank_matrices(params: FilterbankParams, height: int, width: int,
+                        read_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> F_X (B, N, W) and F_Y (B, N, H); both axes share stride and sigma^2."""
     f_x = filter_axis(params.centre_px[:, 0], params.stride, params.sigma2, width, read_size)
     f_y = filter_axis(params.centre_px[:, 1], params.stride, params.sigma2, height, read_size)
     return f_x, f_y
 
 
 def read(images: torch.Tensor, f_x: torch.Tensor, f_y: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    """images (B, H, W), F_X (B, N, W), F_Y (B, N, H), gamma (B,) -> (B, N, N) = gamma F_Y x F_X^T."""
+    """images (B, H, W), F_X (B, N, W), F_Y (B, N, H), gamma (B,) -> (B, N, N) = gamma F_Y x F_X^T.
+
+    Patch row i, column j is the image weighted by the filter at (mu^Y_i, mu^X_j).
+    """
     return gamma[:, None, None] * (f_y @ images @ f_x.transpose(1, 2))

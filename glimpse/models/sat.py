@@ -1,4 +1,10 @@
-"""Show, Attend and Tell (Xu et al. 2015) as a digit classifier: CNN features, soft attention."""
+"""Show, Attend and Tell (Xu et al. 2015) as a digit classifier: CNN features, soft attention.
+
+Encoder (sat_encoder.py): a small CNN, canvas -> L = gh * gw feature vectors a_i. Decoder
+(attention_decoder.py): an LSTM that at each of T steps attends over the cells (additive
+attention, gated by beta) and reads the context z_t. The class comes from the final state.
+No training logic here; :func:`doubly_stochastic_penalty` is a pure function the trainer weights.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -10,17 +16,27 @@ from glimpse.models.attention_decoder import AttentionDecoder
 from glimpse.models.sat_encoder import ConvEncoder
 
 
+MIN_CANVAS = 28  # below this the encoder's grid would be under 3 x 3 cells
+
+
 @dataclass
 class SATConfig:
     canvas_size: int = 60
     n_glimpses: int = 4  # decoder steps, each one attention map
-    channels: tuple = (16, 32, 64)
+    channels: tuple = (16, 32, 64)  # encoder conv widths; the last is the feature size D
     attention_size: int = 128
     hidden_size: int = 256
     n_classes: int = 10
+    n_digits: int = 1  # reserved for multi-digit canvases; only 1 is implemented
 
     def __post_init__(self):
         self.channels = tuple(self.channels)
+        if len(self.channels) != 3:
+            raise ValueError(f"channels must be 3 conv widths, got {self.channels}")
+        if self.canvas_size < MIN_CANVAS:
+            raise ValueError(f"canvas_size must be >= {MIN_CANVAS}, got {self.canvas_size}")
+        if self.n_digits != 1:
+            raise ValueError(f"n_digits is reserved: only 1 is implemented, got {self.n_digits}")
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -40,6 +56,7 @@ class SATClassifier(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, config.n_classes)
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """images (B, 1, H, W) with H = W = canvas_size -> dict (see the class docstring)."""
         size = self.config.canvas_size
         if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
             raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
@@ -49,10 +66,11 @@ class SATClassifier(nn.Module):
 
 
 def doubly_stochastic_penalty(alpha: torch.Tensor) -> torch.Tensor:
-    """Xu et al.'s regulariser sum_i (1 - sum_t alpha_ti)^2, averaged over the batch.
+    """Xu et al.'s regulariser (eq. 14's second term) sum_i (1 - sum_t alpha_ti)^2, averaged over the batch.
 
-    alpha (B, T, gh, gw). The trainer weights it (--attention-weight); with fewer steps than
-    cells it pushes attention to spread, so it is off by default for classification.
+    alpha (B, T, gh, gw) -> scalar. Not weighted here: the trainer multiplies it by its lambda
+    (--attention-weight). With fewer steps than cells it pushes attention to spread, so it is
+    off by default for classification.
     """
     coverage = alpha.sum(1)  # (B, gh, gw): attention each cell got over all steps
     return ((1.0 - coverage) ** 2).flatten(1).sum(1).mean()

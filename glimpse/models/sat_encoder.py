@@ -8,8 +8,10 @@ from torch import nn
 class ConvEncoder(nn.Module):
     """images (B, 1, H, W) -> features (B, L, D) with L = gh * gw cells, and the grid (gh, gw).
 
-    A 5x5 stride-2 conv, then two 3x3 conv + 2x2 max-pool stages: 60x60 -> 7x7 cells,
-    100x100 -> 12x12, each cell a D = channels[-1] vector.
+    A 5x5 stride-2 conv, then two 3x3 conv + 2x2 max-pool stages: an S x S canvas gives
+    floor(ceil(S / 2) / 4) cells a side (28 -> 3, 60 -> 7, 100 -> 12), each a D = channels[-1]
+    vector with a 23 x 23 px receptive field (about a digit). Total stride 8: the grid
+    grows with the canvas rather than being pooled to a fixed size.
     """
 
     def __init__(self, channels: tuple[int, int, int] = (16, 32, 64)):
@@ -21,6 +23,11 @@ class ConvEncoder(nn.Module):
             nn.Conv2d(c2, c3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         )
         self.feature_size = c3
+
+    @staticmethod
+    def grid_size(size: int) -> int:
+        """Cells along a side of the feature grid for a side of ``size`` pixels."""
+        return ((size + 1) // 2) // 4
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
         maps = self.layers(images)  # (B, D, gh, gw)

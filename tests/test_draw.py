@@ -1,0 +1,90 @@
+"""DRAW's differentiable-RAM classifier (glimpse/models/draw.py): shapes, first read, gradients."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from glimpse.models import build_model
+from glimpse.models.draw import DRAWClassifier, DRAWConfig
+from glimpse.models.filterbank import FilterbankParams, filterbank_matrices, read
+
+
+@pytest.mark.parametrize("size,steps,n", [(60, 8, 12), (100, 3, 10)])
+def test_output_shapes(size, steps, n):
+    torch.manual_seed(0)
+    model = DRAWClassifier(DRAWConfig(canvas_size=size, n_glimpses=steps, read_size=n))
+    out = model(torch.rand(2, 1, size, size))
+    assert set(out) == {"logits", "centre", "stride", "sigma2", "gamma", "reads"}
+    assert out["logits"].shape == (2, 10) and out["centre"].shape == (2, steps, 2)
+    for key in ("stride", "sigma2", "gamma"):
+        assert out[key].shape == (2, steps), key
+    assert out["reads"].shape == (2, steps, n, n)
+    assert all(torch.isfinite(value).all() for value in out.values())
+
+
+@pytest.mark.parametrize("size", [60, 100])
+def test_first_step_is_centred_and_covers_the_canvas(size):
+    torch.manual_seed(0)
+    config = DRAWConfig(canvas_size=size, n_glimpses=2)
+    n = config.read_size
+    out = DRAWClassifier(config)(torch.rand(3, 1, size, size))
+    torch.testing.assert_close(out["centre"][:, 0], torch.zeros(3, 2))  # h0 = 0: the bias alone
+    torch.testing.assert_close(out["stride"][:, 0] * (n - 1), torch.full((3,), size - 1.0))
+    torch.testing.assert_close(out["gamma"][:, 0], torch.ones(3))
+    sigma = out["sigma2"][0, 0].sqrt()
+    assert 0.25 * out["stride"][0, 0] < sigma < out["stride"][0, 0]  # filters overlap, no heavy blur
+    # the first and last filters sit on the first and last pixels: every part of the canvas is read
+    params = FilterbankParams(out["centre"][:1, 0], torch.full((1, 2), size / 2), out["stride"][:1, 0],
+                              out["sigma2"][:1, 0], out["gamma"][:1, 0])
+    f_x, _ = filterbank_matrices(params, size, size, n)
+    assert f_x[0].argmax(-1)[[0, -1]].tolist() == [0, size - 1]
+    assert (f_x[0].sum(0) > 1e-3).all()  # no column of the canvas is left out
+
+
+def test_first_read_sees_a_corner_blob_in_the_corner():
+    torch.manual_seed(0)
+    model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=1))
+    image = torch.zeros(1, 1, 60, 60)
+    image[0, 0, 50:58, 2:10] = 1.0  # bottom-left: high row (y), low column (x)
+    first = model(image)["reads"][0, 0]
+    assert first.argmax().item() in {r * 12 + c for r in (9, 10) for c in (0, 1)}
+
+
+def test_returned_parameters_reproduce_the_reads():
+    torch.manual_seed(1)
+    model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=3))
+    images = torch.rand(2, 1, 60, 60)
+    with torch.no_grad():
+        out = model(images)
+    for t in range(3):
+        centre_px = (out["centre"][:, t] + 1) * 30
+        params = FilterbankParams(out["centre"][:, t], centre_px, out["stride"][:, t], out["sigma2"][:, t],
+                                  out["gamma"][:, t])
+        again = read(images[:, 0], *filterbank_matrices(params, 60, 60, 12), params.gamma)
+        torch.testing.assert_close(again, out["reads"][:, t])
+
+
+def test_gradients_reach_the_attention_layer():
+    torch.manual_seed(0)
+    model = build_model("draw", dict(canvas_size=60, n_glimpses=3))
+    F.cross_entropy(model(torch.rand(4, 1, 60, 60))["logits"], torch.arange(4)).backward()
+    # every one of the 5 attention outputs gets a gradient (bias) and so do its weights
+    assert (model.attention.bias.grad.abs() > 0).all(), model.attention.bias.grad
+    assert (model.attention.weight.grad.abs().sum(1) > 0).all()
+
+
+def test_batch_elements_are_independent():
+    torch.manual_seed(0)
+    model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=3)).eval()
+    images = torch.rand(3, 1, 60, 60)
+    with torch.no_grad():
+        together = model(images)["logits"]
+        alone = model(images[1:2])["logits"]
+    torch.testing.assert_close(together[1:2], alone, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 60, 60), (2, 3, 60, 60), (2, 1, 61, 60), (2, 1, 100, 100)])
+def test_bad_input_shape_raises(shape):
+    model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=1))
+    with pytest.raises(ValueError, match=r"images must be \(B, 1, 60, 60\), got") as info:
+        model(torch.rand(*shape))
+    assert str(tuple(shape)) in str(info.value)
