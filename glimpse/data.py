@@ -186,8 +186,8 @@ def _load_cached(explicit: str | None, download: bool, cwd: str) -> MNISTSplits:
         f"  Accuracies from this run are NOT comparable with the papers.\n"
         f"{banner}"
     )
-    warnings.warn(message, stacklevel=3)
     print(message, file=sys.stderr)
+    warnings.warn("full MNIST not found: using the bundled subset", stacklevel=3)
     return _split(*arrays, source=f"bundled subset {BUNDLED_SUBSET.name} "
                   f"({len(arrays[1])} train / {len(arrays[3])} test digits)", is_subset=True)
 

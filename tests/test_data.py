@@ -63,7 +63,7 @@ def test_fallback_order_local_then_download_then_subset(tmp_path, monkeypatch):
         return False
 
     monkeypatch.setattr(data, "_download", no_network)
-    with pytest.warns(UserWarning, match="BUNDLED SUBSET"):
+    with pytest.warns(UserWarning, match="bundled subset"):
         splits = load_mnist()
     assert splits.is_subset and "bundled" in splits.source
     assert calls == [tmp_path / "data"], "a download into ./data is tried before the subset"

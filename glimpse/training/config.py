@@ -54,7 +54,7 @@ class TrainConfig:
     warmup_steps: int = _opt(100, "linear learning-rate warm-up steps")
     grad_clip: float = _opt(5.0, "clip the global gradient norm to this (0: off)")
     batch_size: int = _opt(128, "images per step (hard: the number of parallel envs)")
-    epochs: int = _opt(2, "passes over the training digits (fresh clutter every time)")
+    epochs: int = _opt(5, "passes over the training digits (fresh clutter every time)")
     # the run
     seed: int = _opt(0, "seed of everything: weights, data order, clutter, location sampling")
     data_dir: str | None = _opt(None, "MNIST root in torchvision's layout, or 'bundled' for the bundled subset "
