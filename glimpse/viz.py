@@ -401,3 +401,9 @@ def stack_rows(images, pad: int = 2) -> np.ndarray:
         out[:, y:y + im.shape[1], :im.shape[2]] = im
         y += im.shape[1] + pad
     return out
+
+
+def grid(images, columns: int = 4, pad: int = 4) -> np.ndarray:
+    """(3, h, w) images laid out ``columns`` per row, row by row."""
+    rows = [side_by_side(images[i:i + columns], pad) for i in range(0, len(images), columns)]
+    return stack_rows(rows, pad)

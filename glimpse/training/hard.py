@@ -13,7 +13,7 @@ from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
 from glimpse.rollout import run_episodes
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import task_of
-from glimpse.viz import draw_glimpse_path, glimpse_strip, side_by_side, stack_rows
+from glimpse.viz import draw_glimpse_path, glimpse_strip, grid, side_by_side, stack_rows
 
 
 class HardAttentionLearner:
@@ -56,6 +56,8 @@ class HardAttentionLearner:
     def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         rollout = ram_episodes(self.model, self.task, images, labels, record_glimpses=True)
         g, k = self.task["glimpse_size"], self.task["n_scales"]
-        rows = [side_by_side([draw_glimpse_path(canvas, path.numpy(), g, k), glimpse_strip(glimpses.numpy(), height=canvas.shape[0] * 4)])
-                for canvas, path, glimpses in zip(images, rollout.locations, rollout.glimpses)]
-        return {"attention/glimpse_paths": stack_rows(rows)}
+        paths = [draw_glimpse_path(canvas, path.numpy(), g, k) for canvas, path in zip(images, rollout.locations)]
+        # the glimpse contents of the first half, each row beside its path, as in RAM's Figure 3
+        contents = [side_by_side([path, glimpse_strip(glimpses.numpy(), height=path.shape[1] // 2)])
+                    for path, glimpses in zip(paths[:len(paths) // 2], rollout.glimpses)]
+        return {"attention/glimpse_paths": grid(paths), "attention/glimpse_contents": stack_rows(contents)}

@@ -12,7 +12,7 @@ from glimpse.inference import canvases_to_tensor
 from glimpse.models import build_model
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import task_of
-from glimpse.viz import draw_filterbank_path, overlay_attention, side_by_side, stack_rows
+from glimpse.viz import draw_filterbank_path, grid, overlay_attention, stack_rows
 
 
 def soft_model_config(config: TrainConfig) -> dict:
@@ -58,8 +58,8 @@ class SoftAttentionLearner:
         self.model.train()
         if self.kind == "draw":
             extents = out["stride"] * self.config.read_size
-            rows = [draw_filterbank_path(canvas, centre.numpy(), extent.numpy())
-                    for canvas, centre, extent in zip(images, out["centre"], extents)]
-            return {"attention/filterbank_paths": stack_rows(rows)}
+            paths = [draw_filterbank_path(canvas, centre.numpy(), extent.numpy())
+                     for canvas, centre, extent in zip(images, out["centre"], extents)]
+            return {"attention/filterbank_paths": grid(paths)}
         rows = [overlay_attention(canvas, alpha.numpy()) for canvas, alpha in zip(images, out["alpha"])]
-        return {"attention/maps": stack_rows(rows)}
+        return {"attention/maps": stack_rows(rows[:len(rows) // 2])}
