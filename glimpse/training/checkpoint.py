@@ -32,6 +32,7 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
             torch.save({"format": FORMAT, **payload}, handle)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

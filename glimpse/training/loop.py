@@ -16,15 +16,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from glimpse.canvas import fixed_canvas_set
 from glimpse.data import MNISTSplits, load_mnist
+from glimpse.evaluation import fixed_set
 from glimpse.inference import predict_probabilities
 from glimpse.training.checkpoint import load_checkpoint, save_checkpoint
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import Learner, make_learner
 from glimpse.training.tensorboard import RunLogger
 
-VAL_SEED, TEST_SEED = 1, 2  # fixed canvases: every run is selected and scored on the same images
 N_PICTURES = 8
 
 
@@ -78,12 +77,9 @@ def accuracy(learner: Learner, images: np.ndarray, labels: np.ndarray, batch_siz
     return float((probs.argmax(-1).numpy() == labels).mean())
 
 
-def fixed_sets(config: TrainConfig, data: MNISTSplits):
-    val = fixed_canvas_set(data.val.images, data.val.labels, config.canvas_size, config.n_clutter,
-                           config.centred_digit, VAL_SEED)
-    test = fixed_canvas_set(data.test.images, data.test.labels, config.canvas_size, config.n_clutter,
-                            config.centred_digit, TEST_SEED)
-    return val, test
+def fixed_sets(task: dict, data: MNISTSplits):
+    """Fixed canvases: every run is selected and scored on the same images."""
+    return fixed_set(task, data.val, "val")[0], fixed_set(task, data.test, "test")[0]
 
 
 def default_run_name(config: TrainConfig) -> str:
@@ -113,7 +109,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     schedule_steps = config.epochs * steps_per_epoch  # the schedule ignores --max-steps, a mere cap
     total_steps = min(schedule_steps, config.max_steps) if config.max_steps else schedule_steps
     val_every = config.val_every or steps_per_epoch
-    val_set, test_set = fixed_sets(config, data)
+    val_set, test_set = fixed_sets(learner.task, data)
     pictures = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
 
     start_step, best_val, best_step, elapsed = 0, -1.0, -1, 0.0

@@ -1,0 +1,79 @@
+"""Scoring a checkpoint: the one code path behind evaluate.py and the README's results table."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from glimpse.canvas import fixed_canvas_set
+from glimpse.data import load_mnist
+from glimpse.inference import predict_probabilities
+from glimpse.training.checkpoint import load_model
+
+TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
+
+
+def fixed_set(task: dict, digits, split: str):
+    seed = TEST_SEED if split == "test" else VAL_SEED
+    return fixed_canvas_set(digits.images, digits.labels, task["canvas_size"], task["n_clutter"],
+                            task["centred_digit"], seed), seed
+
+
+def load_images(path: str | Path, canvas_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``images`` (N, H, W) uint8 and ``labels`` (N,) from an .npz, checked against the model's canvas."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+        arrays = {name: archive[name] for name in archive.files} if hasattr(archive, "files") else None
+    except (OSError, EOFError, ValueError) as exc:  # missing file, not a zip, pickled objects
+        raise ValueError(f"cannot read {path} as .npz ({exc})") from exc
+    if arrays is None or "images" not in arrays or "labels" not in arrays:
+        found = sorted(arrays) if arrays is not None else "a bare array"
+        raise ValueError(f"{path} must hold arrays 'images' and 'labels', it has {found}")
+    images, labels = arrays["images"], arrays["labels"]
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise ValueError(f"{path}: 'images' must be (N, H, W) uint8, got {images.dtype} {images.shape}")
+    if images.shape[1:] != (canvas_size, canvas_size):
+        raise ValueError(f"{path}: canvases are {images.shape[1]}x{images.shape[2]} but the checkpoint was trained "
+                         f"on {canvas_size}x{canvas_size}")
+    if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{path}: 'labels' must be ({len(images)},) integers, got {labels.dtype} {labels.shape}")
+    if len(images) == 0:
+        raise ValueError(f"{path} holds no images")
+    if labels.min() < 0 or labels.max() > 9:
+        raise ValueError(f"{path}: labels must be in 0..9")
+    return images, labels.astype(np.int64)
+
+
+def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | None = None, split: str = "test",
+                        data_dir: str | None = None, samples: int = 0, seed: int = 0, batch_size: int = 500,
+                        progress: bool = True) -> dict:
+    """Accuracy of a checkpoint; raises ValueError / DataError / CheckpointError on bad input."""
+    if samples < 0 or batch_size < 1:
+        raise ValueError("--samples must be >= 0 and --batch-size >= 1")
+    model, payload = load_model(checkpoint)
+    task, kind = payload["task"], payload["kind"]
+    if samples and kind != "ram":
+        raise ValueError(f"--samples applies to hard attention only; a {kind} model is deterministic")
+    if images_file is not None:
+        images, labels = load_images(images_file, task["canvas_size"])
+        described = str(images_file)
+    else:
+        data = load_mnist(data_dir)
+        canvases, set_seed = fixed_set(task, data.split(split), split)
+        images, labels = canvases.images, canvases.labels
+        described = f"{split} set: {len(labels)} canvases of {data.source}, seed {set_seed}"
+    start = time.perf_counter()
+    with tqdm(total=len(images), desc="evaluate", unit="img", disable=None if progress else True) as bar:
+        probs = predict_probabilities(kind, model, task, images, batch_size, samples, seed, progress=bar)
+    seconds = time.perf_counter() - start
+    accuracy = float((probs.argmax(-1).numpy() == labels).mean())
+    if samples:
+        policy = f"averaged over {samples} sampled trajectories (seed {seed})"
+    else:
+        policy = "deterministic (policy mean)" if kind == "ram" else "deterministic"
+    return {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
+            "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
+            "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),
+            "train_config": payload.get("train_config", {})}

@@ -1,0 +1,66 @@
+"""Evaluate every checkpoint in checkpoints/ and print the README's results table (markdown).
+
+    python scripts/checkpoint_table.py --data-dir ../shared/datasets
+
+Test error by the same code as evaluate.py (deterministic), training time as recorded in the
+checkpoint (this machine, 2 CPU cores), and the command that trained it.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from glimpse.evaluation import evaluate_checkpoint  # noqa: E402
+
+REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
+    "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 1.3"),
+    "ram-cluttered60": ("4.08 (RAM, NIPS 2014)", "<= 4.5"),
+    "ram-cluttered100": ("10.83 (RAM, arXiv)", "<= 9"),
+    "draw-cluttered60": ("-", "<= 2.5"),
+    "draw-cluttered100": ("3.36 (DRAW)", "<= 3.3"),
+    "sat-cluttered60": ("-", "<= 2"),
+    "sat-cluttered100": ("-", "<= 3"),
+}
+DEFAULTS = {"run_dir", "run_name", "threads", "data_dir", "log_every", "image_every", "checkpoint_every",
+            "val_every", "eval_batch_size", "max_steps"}
+
+
+def command(config: dict) -> str:
+    """The train.py options that differ from the preset defaults, in the order of the config."""
+    from glimpse.training.config import resolve_config
+
+    base = resolve_config({k: config[k] for k in ("mode", "soft_arch", "preset")}).to_dict()
+    parts = [f"--mode {config['mode']}"]
+    if config["mode"] == "soft":
+        parts.append(f"--soft-arch {config['soft_arch']}")
+    parts.append(f"--preset {config['preset']}")
+    for key, value in config.items():
+        if key in DEFAULTS or key in ("mode", "soft_arch", "preset") or base.get(key) == value:
+            continue
+        flag = "--" + key.replace("_", "-")
+        parts.append(flag if value is True else f"--no-{flag[2:]}" if value is False else f"{flag} {value}")
+    return "python train.py " + " ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    args = parser.parse_args()
+    rows = []
+    for path in sorted(args.checkpoints.glob("*.pt")):
+        result = evaluate_checkpoint(path, data_dir=args.data_dir, progress=False)
+        published, target = REFERENCE.get(path.stem, ("-", "-"))
+        minutes = (result["train_seconds"] or 0) / 60
+        rows.append(f"| `{path.name}` | {100 * result['error']:.2f} | {target} | {published} | {minutes:.0f} min | "
+                    f"`{command(result['train_config'])}` |")
+    print("| checkpoint | test error % (evaluate.py) | target % | published % | training time | command |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
