@@ -1,0 +1,307 @@
+"""Measurements that compare hard and soft attention on equal terms: how many pixels a model
+reads per image, how many FLOPs its forward pass costs per image, and how noisy the gradient
+of its attention parameters is at fixed weights.
+
+Nothing here trains anything; every function leaves the model's weights, ``requires_grad``
+flags and ``.grad`` fields as it found them.
+
+Kinds are those of :mod:`glimpse.models`: ``ram`` (hard), ``draw`` and ``sat`` (soft).
+``task`` is the dict stored in checkpoints (glimpse.training.learner.TASK_KEYS: canvas_size,
+n_clutter, centred_digit, glimpse_size, n_scales, n_glimpses, first_location); ``model_config``
+the kwargs of the kind's Config dataclass (missing fields take the dataclass defaults).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Callable, Iterator, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from glimpse.canvas import make_canvases
+from glimpse.inference import canvases_to_tensor
+from glimpse.losses import hybrid_loss
+from glimpse.models import model_classes
+from glimpse.retina import extract_glimpses, integral_images
+from glimpse.rollout import run_episodes
+
+__all__ = [
+    "GradStats", "attention_parameters", "flop_breakdown", "flops_per_image", "gradient_statistics",
+    "pixels_read", "ram_attention_gradient", "ram_gradient_fn", "soft_attention_gradient", "soft_gradient_fn",
+    "soft_minibatch",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# pixels read
+# ---------------------------------------------------------------------------------------------
+
+def _full_config(kind: str, model_config: dict):
+    config_class, _ = model_classes(kind)
+    return config_class(**model_config)
+
+
+def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
+    """What one image costs in reading, by definition rather than by measurement.
+
+    Returns a dict of ints, per image:
+
+    ``sensor_values``
+        numbers the model's learned part receives from the image: RAM T * k * g * g glimpse
+        values; DRAW T * N * N filterbank outputs; SAT H * W pixels (its CNN takes the canvas).
+    ``canvas_pixels_touched``
+        canvas pixels that enter the computation of those values, counted once per glimpse/step.
+        RAM: the pixels under the largest (coarsest) box of each glimpse, ``w = g * 2**(k-1)``
+        wide, i.e. ``min(w, H) * min(w, W)`` per glimpse (an upper bound: a box hanging over the
+        edge covers fewer), times T. The finer scales lie inside the largest box, so they add
+        nothing. DRAW: every filter has Gaussian (non-zero) weight on every pixel, so each step
+        reads the whole canvas: T * H * W. SAT: the CNN reads every pixel once: H * W.
+    ``input_pixels``
+        H * W, the canvas.
+
+    Not counted: the retina's implementation builds an integral image of the canvas (one pass
+    over all H * W pixels, a cumulative sum, no learned part) so that each box costs four
+    lookups. That preprocessing is O(H W) per image but fixed; what the model *chooses* to look
+    at is what ``canvas_pixels_touched`` counts.
+
+    RAM takes g, k and T from ``task`` (they define the env's episodes); a ``model_config`` that
+    disagrees with them raises ValueError. DRAW and SAT take T and N from the model config and the
+    canvas size from ``task`` (checked against the config's ``canvas_size``).
+    """
+    height = width = int(task["canvas_size"])
+    area = height * width
+    config = _full_config(kind, model_config)
+    if kind == "ram":
+        g, k, t = int(task["glimpse_size"]), int(task["n_scales"]), int(task["n_glimpses"])
+        for name, value in (("glimpse_size", g), ("n_scales", k), ("n_glimpses", t)):
+            if getattr(config, name) != value:
+                raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={value}")
+        widest = g * 2 ** (k - 1)
+        per_glimpse = min(widest, height) * min(widest, width)
+        return {"sensor_values": t * k * g * g, "canvas_pixels_touched": t * per_glimpse, "input_pixels": area}
+    if config.canvas_size != height:
+        raise ValueError(f"model_config canvas_size={config.canvas_size} but task canvas_size={height}")
+    if kind == "draw":
+        t, n = config.n_glimpses, config.read_size
+        return {"sensor_values": t * n * n, "canvas_pixels_touched": t * area, "input_pixels": area}
+    if kind == "sat":
+        return {"sensor_values": area, "canvas_pixels_touched": area, "input_pixels": area}
+    raise ValueError(f"unknown model kind {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs
+# ---------------------------------------------------------------------------------------------
+
+def _random_canvases(task: dict, batch: int, seed: int) -> torch.Tensor:
+    """(batch, H, W) uint8 uniform noise: FLOPs of these models do not depend on the pixel values."""
+    size = int(task["canvas_size"])
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (batch, size, size), generator=generator, dtype=torch.uint8)
+
+
+def _first_locations(task: dict, batch: int, generator: torch.Generator) -> torch.Tensor:
+    if task.get("first_location", "random") == "centre":
+        return torch.zeros(batch, 2)
+    return torch.rand(batch, 2, generator=generator) * 2 - 1
+
+
+def _ram_forward(model: nn.Module, task: dict, canvases: torch.Tensor, seed: int) -> torch.Tensor:
+    """T steps of RAM on (B, H, W) uint8 canvases, sensor included, following the policy mean
+    (as deterministic evaluation does). Returns the final logits (B, C)."""
+    g, k, t = int(task["glimpse_size"]), int(task["n_scales"]), int(task["n_glimpses"])
+    batch = canvases.shape[0]
+    ii = integral_images(canvases)  # (B, H+1, W+1)
+    location = _first_locations(task, batch, torch.Generator().manual_seed(seed))
+    state = model.initial_state(batch)
+    for _ in range(t):
+        glimpse = extract_glimpses(ii, location, g, k)  # (B, k, g, g)
+        out = model(glimpse, location, state)
+        state = out.state
+        location = out.mean.clamp(-1.0, 1.0)
+    return out.logits
+
+
+def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> dict[str, float]:
+    """FLOPs per image of one forward pass, by aten op (e.g. ``{"addmm": ..., "bmm": ...}``).
+
+    Counted with :class:`torch.utils.flop_counter.FlopCounterMode` on a batch of ``batch``
+    random uint8 canvases (H = W = task canvas_size), divided by ``batch``.
+
+    What FlopCounterMode counts: only matrix-multiply-like aten ops (mm, addmm, bmm, baddbmm,
+    convolution, scaled-dot-product attention, ...), at 2 FLOPs per multiply-add. Composite
+    modules are seen after decomposition: an ``nn.Linear`` is one addmm/mm (2 * in * out per
+    row; the bias add is *not* counted), an ``nn.LSTMCell`` is two addmm (2 * in * 4h + 2 * h * 4h
+    per row; gates' nonlinearities and the cell update are not counted), a conv is 2 * C_in * kh *
+    kw * C_out per output position. What it does not count: elementwise ops (activations, adds,
+    exp, softmax, the filterbank's Gaussians), reductions, cumsum, gather/indexing, pooling.
+
+    Consequences per kind:
+
+    * ``ram``: T steps of ``model(glimpse, location, state)`` (each step also computes the
+      classifier and baseline heads, as the env loop does), with the sensor run inside the
+      counter: :func:`glimpse.retina.integral_images` + :func:`glimpse.retina.extract_glimpses`.
+      The sensor is cumsum, gather and elementwise arithmetic, so it counts as **0**
+      (by hand: ~2 H W adds for the integral image plus ~4 k g^2 ops per glimpse).
+      The first location follows ``task["first_location"]``, the next ones the policy mean.
+    * ``draw``: ``model(images)``; the read ``F_Y @ image @ F_X^T`` is two bmm (2 N H W + 2 N N W
+      per step) and is counted; building the filters (exp) is not.
+    * ``sat``: ``model(images)``; convolutions, the attention's Linear layers and the context bmm
+      are counted; ReLU, max-pool, tanh and softmax are not.
+    """
+    canvases = _random_canvases(task, batch, seed)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        if kind == "ram":
+            _ram_forward(model, task, canvases, seed)
+        elif kind in ("draw", "sat"):
+            model(canvases_to_tensor(canvases.numpy()))
+        else:
+            raise ValueError(f"unknown model kind {kind!r}")
+    by_op = counter.get_flop_counts().get("Global", {})
+    return {str(op).split(".")[-1]: count / batch for op, count in by_op.items()}
+
+
+def flops_per_image(kind: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> float:
+    """Total FLOPs per image of one forward pass; the sum of :func:`flop_breakdown` (see there
+    for exactly what is and is not counted)."""
+    return float(sum(flop_breakdown(kind, model, task, batch, seed).values()))
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient variance at fixed weights
+# ---------------------------------------------------------------------------------------------
+
+class GradStats(NamedTuple):
+    """Statistics of n gradient estimates g_1..g_n of a d-vector.
+
+    ``mean`` (d,): sample mean g_bar. ``variance`` (d,): per-coordinate unbiased sample variance
+    (divides by n - 1). ``total_variance``: sum of ``variance`` = trace of the covariance of one
+    minibatch's estimate. ``relative_variance``: total_variance / ||g_bar||^2 (inf if g_bar = 0);
+    note that ||g_bar||^2 is itself biased upward by total_variance / n, so with few minibatches
+    a very noisy estimator's relative variance saturates near n instead of growing without bound.
+    ``n``: number of estimates.
+    """
+
+    mean: torch.Tensor
+    variance: torch.Tensor
+    total_variance: float
+    relative_variance: float
+    n: int
+
+
+def gradient_statistics(grad_fn: Callable[[int], torch.Tensor], n_batches: int) -> GradStats:
+    """Call ``grad_fn(i)`` for i = 0..n_batches-1, each returning a gradient estimate (any shape,
+    flattened to (d,)), and summarise their spread. ``grad_fn`` must draw fresh data/noise per i
+    (e.g. seeded by i) and must not change the weights. Computed in float64."""
+    if n_batches < 2:
+        raise ValueError(f"need at least 2 minibatches for a variance, got {n_batches}")
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])  # (n, d)
+    mean = grads.mean(0)
+    variance = grads.var(0, unbiased=True)
+    total = float(variance.sum())
+    norm2 = float(mean.pow(2).sum())
+    relative = total / norm2 if norm2 > 0 else math.inf
+    return GradStats(mean, variance, total, relative, n_batches)
+
+
+def _kind_of(model: nn.Module) -> str:
+    name = type(model).__name__
+    kinds = {"RecurrentAttentionModel": "ram", "DRAWClassifier": "draw", "SATClassifier": "sat"}
+    if name not in kinds:
+        raise ValueError(f"no attention parameters known for {name}")
+    return kinds[name]
+
+
+def attention_parameters(model: nn.Module, kind: str | None = None) -> dict[str, nn.Parameter]:
+    """The parameters that decide *where* the model looks, by name.
+
+    ram: ``location_policy.mean`` (weight (2, h), bias (2,)), the Gaussian policy's mean head
+    (a learned std head, if any, is not included); draw: ``attention`` (Linear h -> 5: centre,
+    log sigma^2, log stride, log gamma); sat: ``decoder.attention`` (W_a, W_h, w of the additive
+    attention).
+    """
+    kind = kind or _kind_of(model)
+    module = {"ram": lambda: model.location_policy.mean, "draw": lambda: model.attention,
+              "sat": lambda: model.decoder.attention}[kind]()
+    return dict(module.named_parameters())
+
+
+@contextlib.contextmanager
+def _requires_grad(params: list[nn.Parameter]) -> Iterator[None]:
+    """Temporarily require gradients of ``params``; the flags are restored afterwards."""
+    saved = [p.requires_grad for p in params]
+    try:
+        for p in params:
+            p.requires_grad_(True)
+        yield
+    finally:
+        for p, flag in zip(params, saved):
+            p.requires_grad_(flag)
+
+
+def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
+    """d loss / d params flattened to (d,), via autograd.grad so that no ``.grad`` is touched."""
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(grads, params)])
+
+
+def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray | None = None) -> torch.Tensor:
+    """One minibatch's REINFORCE gradient of the location policy's mean head, flattened (d,).
+
+    Plays ``env.num_envs`` episodes with sampled locations (:func:`glimpse.rollout.run_episodes`;
+    ``seed`` seeds both the env, hence which digits, clutter and first location, and the
+    location noise), then differentiates ``hybrid_loss(...).reinforce`` (advantage = reward -
+    detached baseline) w.r.t. :func:`attention_parameters`. ``indices`` (num_envs,) fixes the
+    digits instead. Weights are not changed; no ``.grad`` is written.
+    """
+    params = list(attention_parameters(model, "ram").values())
+    generator = torch.Generator().manual_seed(seed)
+    options = None if indices is None else {"indices": np.asarray(indices)}
+    with _requires_grad(params):
+        rollout = run_episodes(model, env, sample=True, generator=generator, seed=seed, options=options)
+        loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines)
+        return _flat_grad(loss.reinforce, params)
+
+
+def soft_attention_gradient(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """One minibatch's backprop gradient of cross-entropy w.r.t. the soft model's attention
+    parameters (:func:`attention_parameters`), flattened (d,).
+
+    images (B, 1, H, W) float in [0, 1]; labels (B,) int64. No regulariser is added (SAT's
+    doubly stochastic term is off by default). Weights are not changed; no ``.grad`` is written.
+    """
+    params = list(attention_parameters(model).values())
+    with _requires_grad(params):
+        loss = F.cross_entropy(model(images)["logits"], labels)
+        return _flat_grad(loss, params)
+
+
+def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A training-like minibatch for soft models: ``batch_size`` digits drawn uniformly from
+    ``digits`` (a :class:`glimpse.data.Digits`) and placed on fresh canvases of ``task``'s recipe,
+    all from ``np.random.default_rng(seed)``. Returns images (B, 1, H, W) float32 and labels (B,)."""
+    rng = np.random.default_rng(seed)
+    indices = rng.integers(0, len(digits), size=batch_size)
+    batch = make_canvases(rng, digits.images, digits.labels, indices, int(task["canvas_size"]),
+                          int(task["n_clutter"]), bool(task.get("centred_digit", False)))
+    return canvases_to_tensor(batch.images), torch.from_numpy(batch.labels)
+
+
+def ram_gradient_fn(model: nn.Module, env, seed: int = 0) -> Callable[[int], torch.Tensor]:
+    """``i -> ram_attention_gradient(model, env, seed + i)``, for :func:`gradient_statistics`."""
+    return lambda i: ram_attention_gradient(model, env, seed + i)
+
+
+def soft_gradient_fn(model: nn.Module, task: dict, digits, batch_size: int,
+                     seed: int = 0) -> Callable[[int], torch.Tensor]:
+    """``i -> soft_attention_gradient`` on ``soft_minibatch(task, digits, batch_size, seed + i)``."""
+    def grad_fn(i: int) -> torch.Tensor:
+        images, labels = soft_minibatch(task, digits, batch_size, seed + i)
+        return soft_attention_gradient(model, images, labels)
+
+    return grad_fn

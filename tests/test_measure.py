@@ -1,0 +1,150 @@
+"""glimpse.measure: pixel counts, FLOP counts against hand computations, gradient variance on
+problems with a known answer, and that the real models' attention gradients can be measured."""
+import math
+
+import gymnasium as gym
+import pytest
+import torch
+
+from glimpse.measure import (
+    attention_parameters, flop_breakdown, flops_per_image, gradient_statistics, pixels_read,
+    ram_attention_gradient, ram_gradient_fn, soft_gradient_fn,
+)
+from glimpse.models import build_model
+from glimpse.models.ram.location import LocationPolicy
+
+torch.set_num_threads(1)
+
+MNIST28 = dict(canvas_size=28, n_clutter=0, centred_digit=True, glimpse_size=8, n_scales=1, n_glimpses=6,
+               first_location="centre")
+CLUTTERED60 = dict(canvas_size=60, n_clutter=4, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6,
+                   first_location="centre")
+
+
+# ------------------------------------------------------------------ pixels read
+
+def test_pixels_read_by_hand():
+    assert pixels_read("ram", MNIST28, dict(glimpse_size=8, n_scales=1, n_glimpses=6)) == {
+        "sensor_values": 6 * 1 * 8 * 8, "canvas_pixels_touched": 6 * 8 * 8, "input_pixels": 784}
+    # widest box 12 * 2**2 = 48 px
+    assert pixels_read("ram", CLUTTERED60, {}) == {
+        "sensor_values": 6 * 3 * 144, "canvas_pixels_touched": 6 * 48 * 48, "input_pixels": 3600}
+    # a box wider than the canvas covers at most the canvas
+    wide = dict(CLUTTERED60, n_scales=4)
+    assert pixels_read("ram", wide, dict(n_scales=4))["canvas_pixels_touched"] == 6 * 3600
+    assert pixels_read("draw", CLUTTERED60, dict(read_size=12, n_glimpses=8)) == {
+        "sensor_values": 1152, "canvas_pixels_touched": 8 * 3600, "input_pixels": 3600}
+    assert pixels_read("sat", CLUTTERED60, {}) == {
+        "sensor_values": 3600, "canvas_pixels_touched": 3600, "input_pixels": 3600}
+    with pytest.raises(ValueError, match="glimpse_size"):
+        pixels_read("ram", CLUTTERED60, dict(glimpse_size=8))
+    with pytest.raises(ValueError, match="canvas_size"):
+        pixels_read("draw", MNIST28, {})
+
+
+# ------------------------------------------------------------------ FLOPs
+
+def linear(n_in, n_out):
+    return 2 * n_in * n_out  # FlopCounterMode: one (add)mm, bias not counted
+
+
+def lstm_cell(n_in, hidden):
+    return linear(n_in, 4 * hidden) + linear(hidden, 4 * hidden)  # two addmm
+
+
+@pytest.mark.parametrize("core", ["rnn", "lstm"])
+def test_ram_flops_by_hand(core):
+    task = dict(canvas_size=28, n_clutter=0, glimpse_size=4, n_scales=2, n_glimpses=3, first_location="centre")
+    config = dict(glimpse_size=4, n_scales=2, n_glimpses=3, what_size=4, where_size=5, hidden_size=6, core=core)
+    torch.manual_seed(0)
+    model = build_model("ram", config)
+    h = 6
+    core_flops = linear(h, h) + linear(h, h) if core == "rnn" else lstm_cell(h, h)
+    step = (linear(2 * 4 * 4, 4) + linear(2, 5) + linear(4, h) + linear(5, h)  # glimpse network
+            + core_flops + linear(h, 2) + linear(h, 1) + linear(h, 10))  # location mean, baseline, classifier
+    assert flops_per_image("ram", model, task, batch=4) == 3 * step
+    assert flops_per_image("ram", model, task, batch=2) == 3 * step  # per image, whatever the batch
+    assert set(flop_breakdown("ram", model, task, batch=2)) == {"addmm", "mm"}  # the sensor counts 0
+
+
+def test_draw_flops_by_hand():
+    task = dict(canvas_size=28, n_clutter=0)
+    model = build_model("draw", dict(canvas_size=28, read_size=3, n_glimpses=2, hidden_size=4))
+    n, size, h = 3, 28, 4
+    read = 2 * n * size * size + 2 * n * n * size  # (F_Y @ image) then (@ F_X^T), two bmm
+    step = linear(h, 5) + read + lstm_cell(n * n, h)
+    assert flops_per_image("draw", model, task, batch=3) == 2 * step + linear(h, 10)
+    assert flop_breakdown("draw", model, task, batch=3)["bmm"] == 2 * read
+
+
+def test_sat_flops_by_hand():
+    task = dict(canvas_size=28, n_clutter=0)
+    model = build_model("sat", dict(canvas_size=28, n_glimpses=2, channels=(2, 3, 4), attention_size=5,
+                                    hidden_size=6))
+    conv = 2 * (1 * 25 * 2 * 14 * 14 + 2 * 9 * 3 * 14 * 14 + 3 * 9 * 4 * 7 * 7)  # 28 -> 14 -> 14 -> 7 -> 3
+    cells, d, a, h = 9, 4, 5, 6
+    once = 2 * linear(d, h) + cells * linear(d, a)  # init_h, init_c, W_a on every cell
+    step = linear(h, a) + cells * linear(a, 1) + linear(h, 1) + 2 * cells * d + lstm_cell(d, h)
+    assert flops_per_image("sat", model, task, batch=2) == conv + once + 2 * step + linear(h, 10)
+
+
+# ------------------------------------------------------------------ gradient statistics
+
+def test_gradient_statistics_of_gaussian_noise():
+    mu, sigma, d, n = torch.tensor([1.0, -2.0, 0.5, 0.0, 3.0]), 0.5, 5, 2000
+    generator = torch.Generator().manual_seed(0)
+    noise = torch.randn(n, d, generator=generator)
+    stats = gradient_statistics(lambda i: mu + sigma * noise[i], n)
+    assert stats.n == n and stats.mean.shape == (d,)
+    torch.testing.assert_close(stats.mean, mu.double(), atol=0.05, rtol=0)
+    assert stats.total_variance == pytest.approx(d * sigma**2, rel=0.1)
+    assert stats.relative_variance == pytest.approx(stats.total_variance / float(stats.mean.pow(2).sum()))
+    with pytest.raises(ValueError):
+        gradient_statistics(lambda i: mu, 1)
+
+
+def test_gradient_statistics_of_a_reinforce_toy_with_known_variance():
+    """Policy N(m, s^2 I) in 2-D at m = 0 (the RAM location policy's log-density), reward r = x_0.
+    Per sample the estimator of grad_m E[r] = (1, 0) is r (x - m) / s^2 = (x_0^2, x_0 x_1) / s^2,
+    with variances E[x_0^4]/s^4 - 1 = 2 and E[x_0^2 x_1^2]/s^4 = 1: total 3, and 3 / B for a
+    minibatch mean of B samples."""
+    s, batch, n = 0.7, 8, 3000
+    mean = torch.zeros(2, requires_grad=True)
+    std = torch.full((batch, 2), s)
+
+    def grad_fn(i):
+        generator = torch.Generator().manual_seed(i)
+        means = mean.expand(batch, 2)
+        x = LocationPolicy.sample(means, std, generator)
+        surrogate = (LocationPolicy.log_prob(means, std, x) * x[:, 0]).mean()
+        return torch.autograd.grad(surrogate, mean)[0]
+
+    stats = gradient_statistics(grad_fn, n)
+    torch.testing.assert_close(stats.mean, torch.tensor([1.0, 0.0], dtype=torch.float64), atol=0.05, rtol=0)
+    torch.testing.assert_close(stats.variance, torch.tensor([2.0, 1.0], dtype=torch.float64) / batch,
+                               rtol=0.15, atol=0)
+    assert stats.total_variance == pytest.approx(3.0 / batch, rel=0.12)
+
+
+# ------------------------------------------------------------------ real models
+
+def test_ram_and_draw_attention_gradient_variance_can_be_measured(bundled):
+    torch.manual_seed(0)
+    ram = build_model("ram", {})
+    env = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=16, vectorization_mode="vector_entry_point",
+                       data_dir="bundled")
+    head = ram.location_policy.mean
+    head.weight.requires_grad_(False)  # a frozen flag must come back as it was
+    stats = gradient_statistics(ram_gradient_fn(ram, env), 5)
+    assert stats.mean.shape == (head.weight.numel() + head.bias.numel(),)
+    assert math.isfinite(stats.total_variance) and stats.total_variance > 0
+    assert not head.weight.requires_grad and head.bias.requires_grad
+    assert all(p.grad is None for p in ram.parameters())
+    # the same seed is the same minibatch and the same noise
+    torch.testing.assert_close(ram_attention_gradient(ram, env, 3), ram_attention_gradient(ram, env, 3))
+
+    draw = build_model("draw", {})
+    draw_stats = gradient_statistics(soft_gradient_fn(draw, CLUTTERED60, bundled.train, 16), 5)
+    assert draw_stats.mean.shape == (sum(p.numel() for p in attention_parameters(draw).values()),)
+    assert math.isfinite(draw_stats.total_variance) and draw_stats.total_variance > 0
+    assert all(p.grad is None for p in draw.parameters())
