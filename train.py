@@ -3,6 +3,7 @@
     python train.py                                   # short hard-attention run, 60x60 cluttered
     python train.py --mode soft --soft-arch draw --preset cluttered100 --epochs 50
     python train.py --resume runs/ram-cluttered60-seed0-...   # continue an interrupted run
+    torchrun --nproc_per_node=4 train.py --batch-size 128      # 4 processes, 32 images each
 
 Ends by printing the test accuracy of the best (validation-selected) checkpoint and where the
 TensorBoard logs went. Exit codes: 0 done, 1 training diverged, 2 bad input, 130 interrupted.
@@ -14,11 +15,12 @@ from dataclasses import fields
 
 from glimpse.cli import fail
 from glimpse.data import DataError
+from glimpse.training import distributed
 from glimpse.training.checkpoint import CheckpointError, load_checkpoint
 from glimpse.training.config import TrainConfig, build_parser, config_from_args
 from glimpse.training.loop import TrainingDiverged, _last_checkpoint, train
 
-RESUMABLE_OVERRIDES = ("epochs", "max_steps", "threads")
+RESUMABLE_OVERRIDES = ("epochs", "max_steps", "threads", "device")
 
 
 def resumed_config(args) -> TrainConfig:
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = resumed_config(args) if args.resume else config_from_args(args)
         result = train(config, resume=args.resume)
+        main_process = distributed.is_main()
     except (ValueError, DataError, CheckpointError, FileExistsError) as exc:
         return fail(exc)
     except TrainingDiverged as exc:
@@ -49,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        distributed.cleanup()
+    if not main_process:  # under torchrun only rank 0 reports
+        return 0
     error = 100 * (1 - result.test_accuracy)
     print(f"best validation accuracy {result.best_val_accuracy:.4f}; "
           f"test accuracy {result.test_accuracy:.4f} (error {error:.2f} %) on {result.n_test} test canvases")

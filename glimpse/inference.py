@@ -42,6 +42,7 @@ def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.nd
     the probabilities of that many sampled trajectories are averaged (reported as such).
     """
     model.eval()
+    device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     outputs = []
     for start in range(0, len(images), batch_size):
@@ -53,8 +54,8 @@ def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.nd
             else:
                 probs = torch.softmax(ram_episodes(model, task, batch).logits, -1)
         else:
-            probs = torch.softmax(model(canvases_to_tensor(batch))["logits"], -1)
-        outputs.append(probs)
+            probs = torch.softmax(model(canvases_to_tensor(batch).to(device))["logits"], -1)
+        outputs.append(probs.cpu())
         if progress is not None:
             progress.update(len(batch))
     return torch.cat(outputs)

@@ -32,6 +32,9 @@ def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor
     reward = reward.detach().to(log_probs.dtype)[:, None]
     advantage = reward - baselines.detach()
     reinforce = -(log_probs * advantage).sum(dim=1).mean()
-    baseline = F.mse_loss(baselines, reward.expand_as(baselines))
+    if baselines.numel():
+        baseline = F.mse_loss(baselines, reward.expand_as(baselines))
+    else:  # one glimpse: no location is ever chosen, so there is nothing to reinforce or predict
+        baseline = baselines.sum()
     total = classification + reinforce_weight * reinforce + baseline_weight * baseline
     return HybridLoss(total, classification, reinforce, baseline, advantage)

@@ -2,7 +2,7 @@
 returns glimpses, the reward and, at the end, the label."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -27,38 +27,51 @@ class Rollout(NamedTuple):
 
 
 def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator: torch.Generator | None = None,
-                 seed: int | None = None, options: dict | None = None, record_glimpses: bool = False) -> Rollout:
+                 seed: int | None = None, options: dict | None = None, record_glimpses: bool = False,
+                 noise: Callable[[torch.Tensor], torch.Tensor] | None = None, forward=None) -> Rollout:
     """Play one episode in each of the env's ``num_envs`` slots.
 
     ``sample=True`` draws locations from the Gaussian policy (training); ``False`` follows its
-    mean (deterministic evaluation).
+    mean (deterministic evaluation). ``noise(mean)``, if given, supplies the standard normal
+    noise of each sampled location (default: ``randn`` from ``generator``): distributed
+    training draws the whole global batch's noise and keeps its own slice. ``forward`` is what
+    is called for each step (default ``model``; a DistributedDataParallel wrapper of it in
+    training). The env speaks numpy on the CPU; tensors go to the model's device and back.
     """
     observation, _ = env.reset(seed=seed, options=options)
     n_glimpses = env.task.n_glimpses
-    state = model.initial_state(env.num_envs)
+    forward = model if forward is None else forward
+    device = next(model.parameters()).device
+    state = model.initial_state(env.num_envs, device)
     log_probs, baselines, locations, glimpses = [], [], [], []
     for t in range(n_glimpses):
-        glimpse = torch.from_numpy(observation["glimpse"])
-        location = torch.from_numpy(observation["location"])
+        glimpse = torch.from_numpy(observation["glimpse"]).to(device)
+        location = torch.from_numpy(observation["location"]).to(device)
         locations.append(location)
         if record_glimpses:
             glimpses.append(glimpse)
-        out = model(glimpse, location, state)
+        out = forward(glimpse, location, state)
         state = out.state
         if t < n_glimpses - 1:
-            next_location = LocationPolicy.sample(out.mean, out.std, generator) if sample else out.mean.detach()
+            if not sample:
+                next_location = out.mean.detach()
+            elif noise is not None:
+                next_location = LocationPolicy.sample(out.mean, out.std, noise=noise(out.mean))
+            else:
+                next_location = LocationPolicy.sample(out.mean, out.std, generator)
             log_probs.append(LocationPolicy.log_prob(out.mean, out.std, next_location))
             baselines.append(out.baseline)
         else:  # the final step's location is never looked at
             next_location = out.mean.detach()
-        action = {"location": next_location.clamp(-1.0, 1.0).numpy(), "label": out.logits.argmax(-1).numpy()}
+        action = {"location": next_location.clamp(-1.0, 1.0).cpu().numpy(),
+                  "label": out.logits.argmax(-1).cpu().numpy()}
         observation, reward, terminated, truncated, info = env.step(action)
     assert terminated.all(), "the environment must end every episode after n_glimpses steps"
     empty = out.logits.new_zeros(env.num_envs, 0)
     return Rollout(
         logits=out.logits,
-        reward=torch.from_numpy(np.asarray(reward, dtype=np.float32)),
-        labels=torch.from_numpy(info["label"]),
+        reward=torch.from_numpy(np.asarray(reward, dtype=np.float32)).to(device),
+        labels=torch.from_numpy(info["label"]).to(device),
         log_probs=torch.stack(log_probs, 1) if log_probs else empty,
         baselines=torch.stack(baselines, 1) if baselines else empty,
         locations=torch.stack(locations, 1),

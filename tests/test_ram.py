@@ -142,3 +142,12 @@ def test_deterministic_rollout_follows_the_mean():
         b = rollout(model, seed=1, sample=False)
     torch.testing.assert_close(a.locations, b.locations)
     torch.testing.assert_close(a.logits, b.logits)
+
+
+def test_single_glimpse_has_no_policy_terms():
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(n_glimpses=1))
+    r = run_episodes(model, make_env(n_glimpses=1), sample=True, generator=torch.Generator().manual_seed(0), seed=0)
+    loss = hybrid_loss(r.logits, r.labels, r.reward, r.log_probs, r.baselines)
+    assert r.log_probs.shape == (B, 0)
+    assert torch.isfinite(loss.total) and loss.reinforce.item() == 0 and loss.baseline.item() == 0

@@ -10,7 +10,7 @@ import train
 from glimpse.training import loop
 from glimpse.training.checkpoint import load_checkpoint
 
-FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0"]
+FAST = ["--data-dir", "bundled", "--threads", "1", "--device", "cpu", "--eval-batch-size", "1000", "--image-every", "0"]
 
 
 def run_train(tmp_path, name, *extra):

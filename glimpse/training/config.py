@@ -53,7 +53,8 @@ class TrainConfig:
                             ("cosine", "constant"))
     warmup_steps: int = _opt(100, "linear learning-rate warm-up steps")
     grad_clip: float = _opt(5.0, "clip the global gradient norm to this (0: off)")
-    batch_size: int = _opt(128, "images per step (hard: the number of parallel envs)")
+    batch_size: int = _opt(128, "images per step (hard: the number of parallel envs); under torchrun the global "
+                           "batch, split evenly over the processes")
     epochs: int = _opt(5, "passes over the training digits (fresh clutter every time)")
     # the run
     seed: int = _opt(0, "seed of everything: weights, data order, clutter, location sampling")
@@ -62,6 +63,8 @@ class TrainConfig:
     run_dir: str = _opt("runs", "where runs (TensorBoard logs and checkpoints) are written")
     run_name: str | None = _opt(None, "sub-directory of --run-dir (default: derived from mode, preset, seed)")
     threads: int = _opt(0, "torch CPU threads (0: torch's default)")
+    device: str = _opt("auto", "where to train: auto (a GPU when there is one), cpu or cuda; under torchrun each "
+                       "process takes GPU LOCAL_RANK", ("auto", "cpu", "cuda"))
     log_every: int = _opt(50, "steps between scalar logs")
     image_every: int = _opt(500, "steps between TensorBoard images (0: only at validation)")
     checkpoint_every: int = _opt(200, "steps between checkpoints of the running state (and every epoch)")

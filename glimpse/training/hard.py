@@ -4,6 +4,7 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import torch
+from gymnasium.utils.seeding import np_random
 
 import envs  # noqa: F401 - registers the environments
 from glimpse.data import MNISTSplits
@@ -19,25 +20,49 @@ from glimpse.viz import draw_glimpse_path, glimpse_strip, grid, side_by_side, st
 class HardAttentionLearner:
     kind = "ram"
 
-    def __init__(self, config: TrainConfig, data: MNISTSplits):
-        self.config = config
+    def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
+                 rank: int = 0, world_size: int = 1):
+        if config.batch_size % world_size:
+            raise ValueError(f"--batch-size {config.batch_size} (the global batch) must be divisible by the "
+                             f"number of processes, {world_size}")
+        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
+        self.local_batch = config.batch_size // world_size
         self.task = task_of(config)
         self.model_config = RAMConfig(
             glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,
             hidden_size=config.hidden_size, core=config.core, location_std=config.location_std,
             learn_std=config.learn_std, detach_policy_input=config.detach_policy_input,
         ).to_dict()
-        self.model = RecurrentAttentionModel(RAMConfig(**self.model_config))
-        # the training env: one slot per image of the minibatch, the training split's digits
-        self.env = gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=config.batch_size,
+        self.model = RecurrentAttentionModel(RAMConfig(**self.model_config)).to(self.device)
+        self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
+        # the training env: one slot per image of this process's share of the minibatch
+        self.env = gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=self.local_batch,
                                       vectorization_mode="vector_entry_point", split="train",
                                       data_dir=config.data_dir, **self.task)
         self.generator = torch.Generator()
 
     def loss(self, indices: np.ndarray, step_seed: int):
+        """``indices`` is the global minibatch; this process plays episodes on its contiguous slice.
+
+        The randomness is that of the whole global batch, drawn exactly as a single-process env
+        would (first locations, then canvases, from the step's seed; location noise for all
+        episodes from the step's generator), and sliced: so N processes take the same steps as
+        one process with the same --batch-size, and one process takes the same steps as before.
+        """
         self.generator.manual_seed(step_seed)
-        rollout = run_episodes(self.model, self.env, sample=True, generator=self.generator, seed=step_seed,
-                               options={"indices": indices})
+        lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
+        episodes = self.env.unwrapped.episodes
+        rng, _ = np_random(step_seed)  # the generator env.reset(seed=step_seed) would make
+        first = episodes.first_locations(rng, len(indices), self.task["first_location"])
+        batch = episodes.sample_canvases(rng, indices)
+
+        def noise(mean: torch.Tensor) -> torch.Tensor:
+            draws = torch.randn((len(indices), *mean.shape[1:]), generator=self.generator, dtype=mean.dtype)
+            return draws[lo:hi].to(mean.device)
+
+        rollout = run_episodes(self.model, self.env, sample=True, seed=step_seed, noise=noise, forward=self.forward,
+                               options={"images": batch.images[lo:hi], "labels": batch.labels[lo:hi],
+                                        "first_location": first[lo:hi]})
         parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
                             self.config.reinforce_weight, self.config.baseline_weight)
         metrics = {
@@ -56,8 +81,9 @@ class HardAttentionLearner:
     def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         rollout = ram_episodes(self.model, self.task, images, labels, record_glimpses=True)
         g, k = self.task["glimpse_size"], self.task["n_scales"]
-        paths = [draw_glimpse_path(canvas, path.numpy(), g, k) for canvas, path in zip(images, rollout.locations)]
+        paths = [draw_glimpse_path(canvas, path.cpu().numpy(), g, k)
+                 for canvas, path in zip(images, rollout.locations)]
         # the glimpse contents of the first half, each row beside its path, as in RAM's Figure 3
-        contents = [side_by_side([path, glimpse_strip(glimpses.numpy(), height=path.shape[1] // 2)])
+        contents = [side_by_side([path, glimpse_strip(glimpses.cpu().numpy(), height=path.shape[1] // 2)])
                     for path, glimpses in zip(paths[:len(paths) // 2], rollout.glimpses)]
         return {"attention/glimpse_paths": grid(paths), "attention/glimpse_contents": stack_rows(contents)}

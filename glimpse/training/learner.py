@@ -25,22 +25,27 @@ def task_of(config: TrainConfig) -> dict:
 class Learner(Protocol):
     kind: str
     model: nn.Module
+    forward: nn.Module  # what ``loss`` calls: the model, or a DistributedDataParallel wrapper of it
     model_config: dict
     task: dict
 
     def loss(self, indices: np.ndarray, step_seed: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Loss of the minibatch of training digits ``indices``; all its randomness from ``step_seed``.
+        ``indices`` is the global minibatch; with several processes each takes its own slice.
         Returns the scalar to minimise and detached metrics named TensorBoard-style."""
 
     def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         """(3, H, W) uint8 images showing where the model looks on these canvases."""
 
 
-def make_learner(config: TrainConfig, data: MNISTSplits) -> Learner:
+def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
+                 rank: int = 0, world_size: int = 1) -> Learner:
+    """The learner for ``config.mode`` with its model on ``device``; with ``world_size`` > 1 it
+    trains on slice ``rank`` of each global minibatch."""
     if config.mode == "hard":
         from glimpse.training.hard import HardAttentionLearner
 
-        return HardAttentionLearner(config, data)
+        return HardAttentionLearner(config, data, device, rank, world_size)
     from glimpse.training.soft import SoftAttentionLearner
 
-    return SoftAttentionLearner(config, data)
+    return SoftAttentionLearner(config, data, device, rank, world_size)

@@ -3,6 +3,12 @@
 All randomness of step s comes from (seed, s): the digits of an epoch from a permutation
 seeded by (seed, epoch), clutter, positions and location noise from (seed, s). So a run
 resumed from a checkpoint takes exactly the steps the uninterrupted run would have taken.
+
+Under ``torchrun --nproc_per_node=N`` (glimpse/training/distributed.py) every process computes
+the same global minibatch and the same randomness and trains on its slice of it; gradients
+are averaged across processes by DistributedDataParallel, so N processes take the steps of one
+process with the same --batch-size (up to float summation order). Metrics are averaged across
+processes; only rank 0 validates, tests, writes TensorBoard and checkpoints.
 """
 from __future__ import annotations
 
@@ -19,10 +25,11 @@ from tqdm import tqdm
 from glimpse.data import MNISTSplits, load_mnist
 from glimpse.evaluation import fixed_set
 from glimpse.inference import predict_probabilities
+from glimpse.training import distributed
 from glimpse.training.checkpoint import load_checkpoint, save_checkpoint
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import Learner, make_learner
-from glimpse.training.tensorboard import RunLogger
+from glimpse.training.tensorboard import NullLogger, RunLogger
 
 N_PICTURES = 8
 
@@ -91,6 +98,14 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     resumed = load_checkpoint(_last_checkpoint(resume)) if resume is not None else None
     if config.threads:
         torch.set_num_threads(config.threads)
+    device = distributed.resolve_device(config.device)
+    distributed.init(device)
+    rank, world = distributed.rank(), distributed.world_size()
+    main = rank == 0
+    if config.batch_size % world:
+        nearest = config.batch_size // world * world or world
+        raise ValueError(f"--batch-size {config.batch_size} is the global batch and must be divisible by the "
+                         f"number of processes ({world}): try --batch-size {nearest}")
     if resumed is not None:
         run_dir = Path(resumed["run_dir"])
     else:
@@ -100,7 +115,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                                   f"or choose another --run-name")
     torch.manual_seed(config.seed)
     data = load_mnist(config.data_dir)
-    learner = make_learner(config, data)
+    learner = make_learner(config, data, device, rank, world)
     optimizer = build_optimizer(config, learner.model)
     n_train = len(data.train)
     if n_train < config.batch_size:
@@ -118,6 +133,15 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         optimizer.load_state_dict(resumed["optimizer_state"])
         start_step, best_val, best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
         elapsed = resumed.get("train_seconds", 0.0)
+    if world > 1:
+        # DDP averages the gradients of the processes' equal-sized slices during backward: the
+        # gradient of the global-batch mean. RAM calls the model once per glimpse before one
+        # backward; that is fine for DDP, because each parameter's gradient is accumulated (and
+        # its reducer hook fires) once per backward however often the parameter was used, and
+        # every parameter gets a gradient (REINFORCE trains the location net, its squared error
+        # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
+        learner.forward = torch.nn.parallel.DistributedDataParallel(
+            learner.model, device_ids=[device] if device.type == "cuda" else None)
 
     def payload(step: int, with_optimizer: bool) -> dict:
         out = dict(kind=learner.kind, model_config=learner.model_config, task=learner.task,
@@ -128,9 +152,10 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             out["optimizer_state"] = optimizer.state_dict()
         return out
 
-    logger = RunLogger(run_dir, config, data.source, purge_step=start_step)
-    say = (lambda *a: None) if quiet else (lambda msg: tqdm.write(msg, file=sys.stderr))
-    say(f"[glimpse] {config.mode} attention ({learner.kind}), {data.source}; run {run_dir}")
+    logger = RunLogger(run_dir, config, data.source, purge_step=start_step) if main else NullLogger()
+    say = (lambda *a: None) if quiet or not main else (lambda msg: tqdm.write(msg, file=sys.stderr))
+    where = f"{world} processes on {device.type}" if world > 1 else str(device)
+    say(f"[glimpse] {config.mode} attention ({learner.kind}), {data.source}, {where}; run {run_dir}")
     if resumed is not None:
         say(f"[glimpse] resuming at step {start_step}/{total_steps}")
     learner.model.train()
@@ -138,7 +163,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     window_start, window_images = time.perf_counter(), 0
     step = start_step
     bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
-               unit="step", dynamic_ncols=True, disable=quiet or None)
+               unit="step", dynamic_ncols=True, disable=quiet or not main or None)
     try:
         for step in bar:
             lr = learning_rate(config, step, schedule_steps)
@@ -146,7 +171,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 group["lr"] = lr
             indices = batch_indices(config.seed, step, n_train, config.batch_size)
             loss, metrics = learner.loss(indices, step_seed(config.seed, step))
-            if not torch.isfinite(loss):
+            if not _finite_everywhere(loss):
                 raise TrainingDiverged(
                     f"loss became {loss.item()} at step {step} (epoch {step / steps_per_epoch:.2f}); stopping. "
                     f"The last good checkpoint is {run_dir / 'last.pt'}: try a lower --lr or --grad-clip.")
@@ -159,16 +184,19 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             done = step + 1
             if done % config.log_every == 0 or done == total_steps:
                 now = time.perf_counter()
-                scalars = {k: float(v) for k, v in metrics.items()}
+                scalars = _mean_over_processes(metrics, device)
                 scalars.update({"charts/learning_rate": lr, "charts/epoch": done / steps_per_epoch,
                                 "charts/images_per_second": window_images / (now - window_start)})
                 logger.scalars(scalars, done)
                 bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['charts/accuracy']:.3f}",
                                 best_val=f"{max(best_val, 0):.4f}")
                 window_start, window_images = now, 0
-            if config.image_every and done % config.image_every == 0:
+            if main and config.image_every and done % config.image_every == 0:
                 logger.images(learner.pictures(*pictures), done)
             if done % val_every == 0 or done == total_steps:
+                if not main:  # rank 0 validates and checkpoints; the others wait for it
+                    distributed.barrier()
+                    continue
                 val_acc = accuracy(learner, val_set.images, val_set.labels, config.eval_batch_size, "validate")
                 logger.scalars({"charts/val_accuracy": val_acc, "charts/val_error": 1 - val_acc}, done)
                 logger.images(learner.pictures(*pictures), done)
@@ -178,7 +206,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 save_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
                 say(f"[glimpse] step {done} epoch {done / steps_per_epoch:.2f}: val accuracy {val_acc:.4f} "
                     f"(best {best_val:.4f} at step {best_step})")
-            elif done % config.checkpoint_every == 0:
+                distributed.barrier()
+            elif main and done % config.checkpoint_every == 0:
                 save_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
     except KeyboardInterrupt:
         bar.close()
@@ -189,16 +218,32 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     bar.close()
     elapsed += time.perf_counter() - t_start
 
-    best = load_checkpoint(run_dir / "best.pt")
-    learner.model.load_state_dict(best["model_state"])
-    test_acc = accuracy(learner, test_set.images, test_set.labels, config.eval_batch_size, "test")
-    logger.scalars({"charts/test_accuracy": test_acc}, total_steps)
+    test_acc = 0.0
+    if main:
+        best = load_checkpoint(run_dir / "best.pt")
+        learner.model.load_state_dict(best["model_state"])
+        test_acc = accuracy(learner, test_set.images, test_set.labels, config.eval_batch_size, "test")
+        logger.scalars({"charts/test_accuracy": test_acc}, total_steps)
+        best["test_accuracy"] = test_acc
+        best["train_seconds"] = elapsed
+        save_checkpoint(run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
     logger.close()
-    best["test_accuracy"] = test_acc
-    best["train_seconds"] = elapsed
-    save_checkpoint(run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
+    best_val, test_acc = distributed.broadcast_floats([best_val, test_acc], device)
     return TrainResult(run_dir, run_dir / "best.pt", best_val, test_acc, len(test_set.labels), total_steps, elapsed,
                        data.source)
+
+
+def _finite_everywhere(loss: torch.Tensor) -> bool:
+    """Whether the loss is finite on every process (so that all of them stop together)."""
+    finite = torch.isfinite(loss.detach()).to(torch.float32)
+    return bool(distributed.all_reduce_mean(finite).item() == 1.0)
+
+
+def _mean_over_processes(metrics: dict[str, torch.Tensor], device: torch.device) -> dict[str, float]:
+    """Scalar metrics averaged over the processes (each over an equal slice of the batch): the
+    global-batch value for means; for charts/advantage_variance the mean of per-slice variances."""
+    values = torch.stack([torch.as_tensor(v).detach().to(device, torch.float32).reshape(()) for v in metrics.values()])
+    return dict(zip(metrics, distributed.all_reduce_mean(values).tolist()))
 
 
 def _last_checkpoint(resume: str | Path) -> Path:

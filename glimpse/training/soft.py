@@ -23,19 +23,28 @@ def soft_model_config(config: TrainConfig) -> dict:
 
 
 class SoftAttentionLearner:
-    def __init__(self, config: TrainConfig, data: MNISTSplits):
-        self.config = config
+    def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
+                 rank: int = 0, world_size: int = 1):
+        if config.batch_size % world_size:
+            raise ValueError(f"--batch-size {config.batch_size} (the global batch) must be divisible by the "
+                             f"number of processes, {world_size}")
+        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
+        self.local_batch = config.batch_size // world_size
         self.kind = config.soft_arch
         self.task = task_of(config)
         self.train_digits = data.train
         self.model_config = soft_model_config(config)
-        self.model = build_model(self.kind, self.model_config)
+        self.model = build_model(self.kind, self.model_config).to(self.device)
+        self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
 
     def loss(self, indices: np.ndarray, step_seed: int):
+        """The canvases of the whole global minibatch ``indices`` from the step's seed; this
+        process trains on its contiguous slice (so N processes match one with the same batch)."""
         batch = make_canvases(np.random.default_rng(step_seed), self.train_digits.images, self.train_digits.labels,
                               indices, self.config.canvas_size, self.config.n_clutter, self.config.centred_digit)
-        labels = torch.from_numpy(batch.labels)
-        out = self.model(canvases_to_tensor(batch.images))
+        lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
+        labels = torch.from_numpy(batch.labels[lo:hi]).to(self.device)
+        out = self.forward(canvases_to_tensor(batch.images[lo:hi]).to(self.device))
         classification = F.cross_entropy(out["logits"], labels)
         total = classification
         metrics = {"losses/classification": classification.detach(),
@@ -54,7 +63,8 @@ class SoftAttentionLearner:
     @torch.no_grad()
     def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         self.model.eval()
-        out = self.model(canvases_to_tensor(images))
+        out = {k: v.cpu() for k, v in self.model(canvases_to_tensor(images).to(self.device)).items()
+               if isinstance(v, torch.Tensor)}
         self.model.train()
         if self.kind == "draw":
             extents = out["stride"] * self.config.read_size

@@ -32,3 +32,16 @@ class RunLogger:
 
     def close(self) -> None:
         self.writer.close()
+
+
+class NullLogger:
+    """What processes other than rank 0 log to: nothing."""
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        pass
+
+    def images(self, images: dict[str, np.ndarray], step: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -34,9 +34,13 @@ class LocationPolicy(nn.Module):
         return mean, std
 
     @staticmethod
-    def sample(mean: torch.Tensor, std: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """A location drawn from the policy, *detached*: an action, not a differentiable path."""
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+    def sample(mean: torch.Tensor, std: torch.Tensor, generator: torch.Generator | None = None,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
+        """A location drawn from the policy, *detached*: an action, not a differentiable path.
+        ``noise``: standard normal draws of ``mean``'s shape to use instead of drawing them here."""
+        if noise is None:
+            device = generator.device if generator is not None else mean.device  # a CPU generator may drive a GPU model
+            noise = torch.randn(mean.shape, generator=generator, device=device, dtype=mean.dtype).to(mean.device)
         return (mean + std * noise).detach()
 
     @staticmethod

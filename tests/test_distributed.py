@@ -1,0 +1,71 @@
+"""torchrun with 2 CPU processes (gloo) trains what one process with the same global batch trains."""
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import train
+from glimpse.training.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["--data-dir", "bundled", "--threads", "1", "--device", "cpu", "--eval-batch-size", "1000",
+        "--image-every", "0", "--log-every", "1"]
+
+pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
+                                reason="torch.distributed with the gloo backend is not available")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def torchrun(n: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                            "MASTER_PORT")}
+    env["OMP_NUM_THREADS"] = "1"
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}", "--master_addr=127.0.0.1",
+               f"--master_port={free_port()}", str(ROOT / "train.py"), *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def scalars(run_dir: Path, tag: str) -> list[float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    return [event.value for event in events.Scalars(tag)]
+
+
+@pytest.mark.parametrize("mode", [["--mode", "hard"], ["--mode", "soft", "--soft-arch", "draw", "--hidden-size", "64"]],
+                         ids=["ram", "draw"])
+def test_two_processes_train_what_one_process_trains(tmp_path, mode):
+    args = [*FAST, "--preset", "cluttered60", "--batch-size", "32", "--max-steps", "6", "--val-every", "3",
+            "--checkpoint-every", "2", *mode, "--run-dir", str(tmp_path)]
+    result = torchrun(2, *args, "--run-name", "two")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("test accuracy") == 1  # rank 0 alone reports
+    assert train.main([*args, "--run-name", "one"]) == 0
+
+    two, one = load_checkpoint(tmp_path / "two" / "last.pt"), load_checkpoint(tmp_path / "one" / "last.pt")
+    assert two["step"] == one["step"] == 6
+    assert two["model_state"].keys() == one["model_state"].keys()
+    for key, value in one["model_state"].items():
+        torch.testing.assert_close(two["model_state"][key], value, rtol=1e-5, atol=1e-5, msg=key)
+    # the logged metrics are means over the processes, i.e. over the global batch
+    for tag in ("losses/total", "charts/accuracy"):
+        assert scalars(tmp_path / "two", tag) == pytest.approx(scalars(tmp_path / "one", tag), rel=1e-4, abs=1e-5)
+    assert len(list((tmp_path / "two").glob("events.out.tfevents.*"))) == 1  # only rank 0 writes TensorBoard
+
+
+def test_batch_not_divisible_by_processes_is_a_clear_error(tmp_path):
+    result = torchrun(2, *FAST, "--batch-size", "33", "--max-steps", "1", "--run-dir", str(tmp_path), timeout=60)
+    assert result.returncode != 0
+    assert "--batch-size 33 is the global batch and must be divisible by the number of processes (2)" in result.stderr
+    assert not list(tmp_path.iterdir())  # nothing was written
