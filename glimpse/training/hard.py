@@ -13,7 +13,7 @@ from glimpse.losses import hybrid_loss
 from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
 from glimpse.rollout import run_episodes
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import task_of
+from glimpse.training.learner import local_batch_size, task_of
 from glimpse.viz import draw_glimpse_path, glimpse_strip, grid, side_by_side, stack_rows
 
 
@@ -22,11 +22,8 @@ class HardAttentionLearner:
 
     def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
                  rank: int = 0, world_size: int = 1):
-        if config.batch_size % world_size:
-            raise ValueError(f"--batch-size {config.batch_size} (the global batch) must be divisible by the "
-                             f"number of processes, {world_size}")
         self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
-        self.local_batch = config.batch_size // world_size
+        self.local_batch = local_batch_size(config, world_size)
         self.task = task_of(config)
         self.model_config = RAMConfig(
             glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,

@@ -22,6 +22,14 @@ def task_of(config: TrainConfig) -> dict:
     return {key: getattr(config, key) for key in TASK_KEYS}
 
 
+def local_batch_size(config: TrainConfig, world_size: int) -> int:
+    """This process's share of the global --batch-size."""
+    if config.batch_size % world_size:
+        raise ValueError(f"--batch-size {config.batch_size} (the global batch) must be divisible by the "
+                         f"number of processes, {world_size}")
+    return config.batch_size // world_size
+
+
 class Learner(Protocol):
     kind: str
     model: nn.Module

@@ -11,7 +11,7 @@ from glimpse.data import MNISTSplits
 from glimpse.inference import canvases_to_tensor
 from glimpse.models import build_model
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import task_of
+from glimpse.training.learner import local_batch_size, task_of
 from glimpse.viz import draw_filterbank_path, grid, overlay_attention, stack_rows
 
 
@@ -25,11 +25,8 @@ def soft_model_config(config: TrainConfig) -> dict:
 class SoftAttentionLearner:
     def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
                  rank: int = 0, world_size: int = 1):
-        if config.batch_size % world_size:
-            raise ValueError(f"--batch-size {config.batch_size} (the global batch) must be divisible by the "
-                             f"number of processes, {world_size}")
         self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
-        self.local_batch = config.batch_size // world_size
+        self.local_batch = local_batch_size(config, world_size)
         self.kind = config.soft_arch
         self.task = task_of(config)
         self.train_digits = data.train
