@@ -3,7 +3,9 @@
 A checkpoint is a dict of plain Python values and tensors:
 ``format``, ``kind`` and ``model_config`` (enough to rebuild the model), ``task`` (the canvas
 and sensor it was trained for), ``train_config``, ``model_state``, optionally
-``optimizer_state``, ``step``, ``best_val_accuracy``, ``best_step``, ``data_source``.
+``optimizer_state``, ``step``, ``best_val_accuracy``, ``best_step``, ``data_source``,
+``train_seconds`` and ``history`` (one dict per validation: ``step``, ``epoch``,
+``val_accuracy``, ``train_seconds`` so far), the run's learning curve.
 """
 from __future__ import annotations
 

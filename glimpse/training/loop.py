@@ -128,11 +128,13 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     pictures = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
 
     start_step, best_val, best_step, elapsed = 0, -1.0, -1, 0.0
+    history: list[dict] = []  # one entry per validation: the learning curve, kept in the checkpoints
     if resumed is not None:
         learner.model.load_state_dict(resumed["model_state"])
         optimizer.load_state_dict(resumed["optimizer_state"])
         start_step, best_val, best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
         elapsed = resumed.get("train_seconds", 0.0)
+        history = list(resumed.get("history", []))
     if world > 1:
         # DDP averages the gradients of the processes' equal-sized slices during backward: the
         # gradient of the global-batch mean. RAM calls the model once per glimpse before one
@@ -147,7 +149,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         out = dict(kind=learner.kind, model_config=learner.model_config, task=learner.task,
                    train_config=config.to_dict(), model_state=learner.model.state_dict(), step=step,
                    best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
-                   run_dir=str(run_dir), train_seconds=elapsed + (time.perf_counter() - t_start))
+                   run_dir=str(run_dir), train_seconds=elapsed + (time.perf_counter() - t_start),
+                   history=history)
         if with_optimizer:
             out["optimizer_state"] = optimizer.state_dict()
         return out
@@ -199,6 +202,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                     continue
                 val_acc = accuracy(learner, val_set.images, val_set.labels, config.eval_batch_size, "validate")
                 logger.scalars({"charts/val_accuracy": val_acc, "charts/val_error": 1 - val_acc}, done)
+                history.append({"step": done, "epoch": done / steps_per_epoch, "val_accuracy": val_acc,
+                                "train_seconds": elapsed + (time.perf_counter() - t_start)})
                 logger.images(learner.pictures(*pictures), done)
                 if val_acc > best_val:
                     best_val, best_step = val_acc, done

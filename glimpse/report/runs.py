@@ -1,0 +1,95 @@
+"""Training the report's missing runs (as ``train.py`` subprocesses) and reading finished ones.
+
+A run is finished when its ``best.pt`` holds the test accuracy that train.py adds at the end.
+An interrupted run (a ``last.pt`` but no finished ``best.pt``) is resumed, not restarted.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from glimpse.report.experiments import Experiment
+from glimpse.training.checkpoint import CheckpointError, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class RunRequest:
+    experiment: Experiment
+    seed: int
+    epochs: int
+
+    @property
+    def name(self) -> str:
+        return self.experiment.run_name(self.seed)
+
+
+def budget_epochs(experiment: Experiment, budget: float) -> int:
+    return max(1, round(experiment.epochs * budget))
+
+
+def finished_run(run_dir: Path) -> dict | None:
+    """The finished run's best checkpoint (without weights needed by nobody here), or None."""
+    path = run_dir / "best.pt"
+    if not path.exists():
+        return None
+    try:
+        payload = load_checkpoint(path)
+    except CheckpointError:
+        return None
+    return payload if "test_accuracy" in payload else None
+
+
+def _flags(options: dict) -> list[str]:
+    argv = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append("--no-" + flag[2:])
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_steps: int = 0,
+                  data_dir: str | None = None) -> list[str]:
+    run_dir = runs_dir / request.name
+    common = {"threads": threads, "max_steps": max_steps or None}
+    if (run_dir / "last.pt").exists():  # interrupted: continue it exactly
+        return [sys.executable, str(ROOT / "train.py"), "--resume", str(run_dir),
+                *_flags({"epochs": request.epochs, **common})]
+    options = {**request.experiment.train_options(request.seed, request.epochs), **common,
+               "data_dir": data_dir, "run_dir": str(runs_dir), "run_name": request.name}
+    return [sys.executable, str(ROOT / "train.py"), *_flags(options)]
+
+
+def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, threads: int = 1,
+                  max_steps: int = 0, data_dir: str | None = None, quiet: bool = False) -> list[str]:
+    """Train every request whose run is not finished, ``jobs`` at a time, each process with
+    ``threads`` torch threads; each run's output goes to ``<runs>/<name>.log``. Returns the
+    names of runs that failed (their logs say why)."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    todo = [r for r in requests if finished_run(runs_dir / r.name) is None]
+    failed = []
+
+    def run(request: RunRequest) -> None:
+        command = train_command(request, runs_dir, threads=threads, max_steps=max_steps, data_dir=data_dir)
+        with open(runs_dir / f"{request.name}.log", "a") as log:
+            log.write(" ".join(command) + "\n")
+            log.flush()
+            if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode != 0:
+                failed.append(request.name)
+
+    with tqdm(total=len(todo), desc="report runs", unit="run", disable=quiet or None) as bar, \
+            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for _ in pool.map(lambda r: (run(r), bar.update(1)), todo):
+            pass
+    return failed
