@@ -5,7 +5,8 @@ of its attention parameters is at fixed weights.
 Nothing here trains anything; every function leaves the model's weights, ``requires_grad``
 flags and ``.grad`` fields as it found them.
 
-Kinds are those of :mod:`glimpse.models`: ``ram`` (hard), ``draw`` and ``sat`` (soft).
+Kinds are those of :mod:`glimpse.models`: ``ram`` (hard), ``draw`` and ``sat`` (soft), ``fc``
+and ``cnn`` (full-image baselines, no attention parameters).
 ``task`` is the dict stored in checkpoints (glimpse.training.learner.TASK_KEYS: canvas_size,
 n_clutter, centred_digit, glimpse_size, n_scales, n_glimpses, first_location); ``model_config``
 the kwargs of the kind's Config dataclass (missing fields take the dataclass defaults).
@@ -59,7 +60,8 @@ def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
         wide, i.e. ``min(w, H) * min(w, W)`` per glimpse (an upper bound: a box hanging over the
         edge covers fewer), times T. The finer scales lie inside the largest box, so they add
         nothing. DRAW: every filter has Gaussian (non-zero) weight on every pixel, so each step
-        reads the whole canvas: T * H * W. SAT: the CNN reads every pixel once: H * W.
+        reads the whole canvas: T * H * W. SAT and the full-image baselines (fc, cnn) read every
+        pixel once: H * W.
     ``input_pixels``
         H * W, the canvas.
 
@@ -88,7 +90,7 @@ def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
     if kind == "draw":
         t, n = config.n_glimpses, config.read_size
         return {"sensor_values": t * n * n, "canvas_pixels_touched": t * area, "input_pixels": area}
-    if kind == "sat":
+    if kind in ("sat", "fc", "cnn"):  # a CNN encoder or a full-image baseline reads every pixel once
         return {"sensor_values": area, "canvas_pixels_touched": area, "input_pixels": area}
     raise ValueError(f"unknown model kind {kind!r}")
 
@@ -152,13 +154,14 @@ def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed
       per step) and is counted; building the filters (exp) is not.
     * ``sat``: ``model(images)``; convolutions, the attention's Linear layers and the context bmm
       are counted; ReLU, max-pool, tanh and softmax are not.
+    * ``fc``, ``cnn``: ``model(images)``; the Linear layers and the convolution.
     """
     canvases = _random_canvases(task, batch, seed)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         if kind == "ram":
             _ram_forward(model, task, canvases, seed)
-        elif kind in ("draw", "sat"):
+        elif kind in ("draw", "sat", "fc", "cnn"):
             model(canvases_to_tensor(canvases.numpy()))
         else:
             raise ValueError(f"unknown model kind {kind!r}")

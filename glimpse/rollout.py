@@ -2,6 +2,7 @@
 returns glimpses, the reward and, at the end, the label."""
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -37,6 +38,12 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     training draws the whole global batch's noise and keeps its own slice. ``forward`` is what
     is called for each step (default ``model``; a DistributedDataParallel wrapper of it in
     training). The env speaks numpy on the CPU; tensors go to the model's device and back.
+
+    A model whose config has ``policy="random"`` (the random-glimpse baseline) ignores its
+    policy: each next location is uniform on [-1, 1]^2, made from the same standard normal
+    noise (``2 Phi(z) - 1``), so it is seeded like sampling; with ``sample=False`` and no
+    generator the noise comes from ``seed``, so evaluation is deterministic. Its log-probs are
+    zeros: there is nothing for REINFORCE to train.
     """
     observation, _ = env.reset(seed=seed, options=options)
     n_glimpses = env.task.n_glimpses
@@ -44,6 +51,9 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     device = next(model.parameters()).device
     state = model.initial_state(env.num_envs, device)
     log_probs, baselines, locations, glimpses = [], [], [], []
+    random_policy = getattr(model.config, "policy", "learned") == "random"
+    if random_policy and generator is None and noise is None:
+        generator = torch.Generator().manual_seed(seed or 0)
     for t in range(n_glimpses):
         glimpse = torch.from_numpy(observation["glimpse"]).to(device)
         location = torch.from_numpy(observation["location"]).to(device)
@@ -53,13 +63,19 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
         out = forward(glimpse, location, state)
         state = out.state
         if t < n_glimpses - 1:
-            if not sample:
-                next_location = out.mean.detach()
-            elif noise is not None:
-                next_location = LocationPolicy.sample(out.mean, out.std, noise=noise(out.mean))
+            if random_policy:
+                z = noise(out.mean) if noise is not None else torch.randn(
+                    out.mean.shape, generator=generator, dtype=out.mean.dtype).to(device)
+                next_location = torch.erf(z / math.sqrt(2.0))  # uniform on [-1, 1]
+                log_probs.append(out.mean.new_zeros(len(z)))
             else:
-                next_location = LocationPolicy.sample(out.mean, out.std, generator)
-            log_probs.append(LocationPolicy.log_prob(out.mean, out.std, next_location))
+                if not sample:
+                    next_location = out.mean.detach()
+                elif noise is not None:
+                    next_location = LocationPolicy.sample(out.mean, out.std, noise=noise(out.mean))
+                else:
+                    next_location = LocationPolicy.sample(out.mean, out.std, generator)
+                log_probs.append(LocationPolicy.log_prob(out.mean, out.std, next_location))
             baselines.append(out.baseline)
         else:  # the final step's location is never looked at
             next_location = out.mean.detach()

@@ -52,24 +52,29 @@ def test_seeded_runs_reproduce(tmp_path):
 
 def test_resume_after_interruption_continues_exactly(tmp_path, monkeypatch):
     args = ["--preset", "cluttered60", "--max-steps", "12", "--batch-size", "32", "--checkpoint-every", "5",
-            "--val-every", "100"]
+            "--val-every", "6"]
     assert run_train(tmp_path, "whole", *args)[0] == 0
 
     real = loop.batch_indices
 
     def interrupted(seed, step, *rest):
-        if step == 8:
+        if step == 11:
             raise KeyboardInterrupt
         return real(seed, step, *rest)
 
     monkeypatch.setattr(loop, "batch_indices", interrupted)
     code, run = run_train(tmp_path, "cut", *args)
     assert code == 130
-    assert load_checkpoint(run / "last.pt")["step"] == 5  # at most the work since the checkpoint is lost
+    assert load_checkpoint(run / "last.pt")["step"] == 10  # at most the work since the checkpoint is lost
+    assert [h["step"] for h in load_checkpoint(run / "last.pt")["history"]] == [6]
     monkeypatch.setattr(loop, "batch_indices", real)
     assert train.main(["--resume", str(run)]) == 0
     assert load_checkpoint(run / "last.pt")["step"] == 12
     assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
+    # the learning curve continues too: one entry per validation, the same accuracies
+    whole, resumed = (load_checkpoint(r / "last.pt")["history"] for r in (tmp_path / "whole", run))
+    assert [h["step"] for h in resumed] == [h["step"] for h in whole] == [6, 12]
+    assert [h["val_accuracy"] for h in resumed] == [h["val_accuracy"] for h in whole]
 
 
 def test_resume_refuses_changed_settings(tmp_path, capsys):

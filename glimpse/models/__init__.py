@@ -9,6 +9,7 @@ from torch import nn
 
 HARD_KINDS = ("ram",)
 SOFT_KINDS = ("draw", "sat")
+BASELINE_KINDS = ("fc", "cnn")  # full-image networks, no attention
 
 
 def model_classes(kind: str):
@@ -25,7 +26,11 @@ def model_classes(kind: str):
         from glimpse.models.sat import SATClassifier, SATConfig
 
         return SATConfig, SATClassifier
-    raise ValueError(f"unknown model kind {kind!r}; expected one of {HARD_KINDS + SOFT_KINDS}")
+    if kind in BASELINE_KINDS:
+        from glimpse.models.baselines import ConvConfig, ConvNet, FCConfig, FullyConnectedNet
+
+        return (FCConfig, FullyConnectedNet) if kind == "fc" else (ConvConfig, ConvNet)
+    raise ValueError(f"unknown model kind {kind!r}; expected one of {HARD_KINDS + SOFT_KINDS + BASELINE_KINDS}")
 
 
 def build_model(kind: str, model_config: dict) -> nn.Module:

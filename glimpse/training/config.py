@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass, field, fields
 
-MODES = ("hard", "soft")
+MODES = ("hard", "soft", "full")
 SOFT_ARCHS = ("draw", "sat")
+FULL_ARCHS = ("cnn", "fc")
 
 
 def _opt(default, help: str, choices=None):
@@ -18,9 +19,12 @@ def _opt(default, help: str, choices=None):
 @dataclass
 class TrainConfig:
     mode: str = _opt("hard", "hard: RAM trained with REINFORCE through the env; soft: DRAW or "
-                     "Show-Attend-Tell trained by backpropagation", MODES)
+                     "Show-Attend-Tell trained by backpropagation; full: a baseline that reads the whole "
+                     "image (no attention)", MODES)
     soft_arch: str = _opt("sat", "soft-attention model (mode soft): draw (filterbank read) or sat "
                           "(Show-Attend-Tell over CNN features)", SOFT_ARCHS)
+    full_arch: str = _opt("cnn", "full-image baseline (mode full): cnn (the paper's conv net: 8 10x10 filters, "
+                          "stride 5, then 256 units) or fc (2 layers of 256)", FULL_ARCHS)
     preset: str = _opt("cluttered60", "task and model sizes of a paper setting; any option below overrides "
                        "it", None)
     # the task (canvas recipe and sensor)
@@ -36,6 +40,8 @@ class TrainConfig:
     hidden_size: int = _opt(256, "core / decoder hidden size")
     location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or initial if learned)")
     learn_std: bool = _opt(False, "hard: learn the policy std from the core state instead of fixing it")
+    random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
+                                 "paper's random-glimpse baseline: no policy, no REINFORCE)")
     detach_policy_input: bool = _opt(True, "hard: stop REINFORCE at the location network; --no-detach-policy-input "
                                      "lets it reach the core and glimpse network as in the paper (learns ~2x slower "
                                      "here, see README)")
@@ -93,7 +99,7 @@ class TrainConfig:
 
     @property
     def model_kind(self) -> str:
-        return "ram" if self.mode == "hard" else self.soft_arch
+        return {"hard": "ram", "soft": self.soft_arch, "full": self.full_arch}[self.mode]
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -29,6 +29,7 @@ class HardAttentionLearner:
             glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,
             hidden_size=config.hidden_size, core=config.core, location_std=config.location_std,
             learn_std=config.learn_std, detach_policy_input=config.detach_policy_input,
+            policy="random" if config.random_glimpses else "learned",
         ).to_dict()
         self.model = RecurrentAttentionModel(RAMConfig(**self.model_config)).to(self.device)
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper

@@ -54,6 +54,6 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
         from glimpse.training.hard import HardAttentionLearner
 
         return HardAttentionLearner(config, data, device, rank, world_size)
-    from glimpse.training.soft import SoftAttentionLearner
+    from glimpse.training.soft import SoftAttentionLearner  # also trains the full-image baselines
 
     return SoftAttentionLearner(config, data, device, rank, world_size)

@@ -143,7 +143,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         # every parameter gets a gradient (REINFORCE trains the location net, its squared error
         # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
         learner.forward = torch.nn.parallel.DistributedDataParallel(
-            learner.model, device_ids=[device] if device.type == "cuda" else None)
+            learner.model, device_ids=[device] if device.type == "cuda" else None,
+            find_unused_parameters=config.random_glimpses)  # random glimpses leave the policy unused
 
     def payload(step: int, with_optimizer: bool) -> dict:
         out = dict(kind=learner.kind, model_config=learner.model_config, task=learner.task,
@@ -158,7 +159,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     logger = RunLogger(run_dir, config, data.source, purge_step=start_step) if main else NullLogger()
     say = (lambda *a: None) if quiet or not main else (lambda msg: tqdm.write(msg, file=sys.stderr))
     where = f"{world} processes on {device.type}" if world > 1 else str(device)
-    say(f"[glimpse] {config.mode} attention ({learner.kind}), {data.source}, {where}; run {run_dir}")
+    what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
+    say(f"[glimpse] {what} ({learner.kind}), {data.source}, {where}; run {run_dir}")
     if resumed is not None:
         say(f"[glimpse] resuming at step {start_step}/{total_steps}")
     learner.model.train()

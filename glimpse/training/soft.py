@@ -1,5 +1,6 @@
 """Soft attention: DRAW's filterbank classifier or Show-Attend-Tell, trained by backpropagation
-on the same canvases the hard model's env draws."""
+on the same canvases the hard model's env draws; the full-image baselines (fc, cnn) train the
+same way, minus the attention."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +17,8 @@ from glimpse.viz import draw_filterbank_path, grid, overlay_attention, stack_row
 
 
 def soft_model_config(config: TrainConfig) -> dict:
+    if config.mode == "full":
+        return dict(canvas_size=config.canvas_size, hidden_size=config.hidden_size)
     if config.soft_arch == "draw":
         return dict(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
                     hidden_size=config.hidden_size)
@@ -27,7 +30,7 @@ class SoftAttentionLearner:
                  rank: int = 0, world_size: int = 1):
         self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
         self.local_batch = local_batch_size(config, world_size)
-        self.kind = config.soft_arch
+        self.kind = config.model_kind
         self.task = task_of(config)
         self.train_digits = data.train
         self.model_config = soft_model_config(config)
@@ -52,13 +55,15 @@ class SoftAttentionLearner:
             penalty = doubly_stochastic_penalty(out["alpha"])
             total = total + self.config.attention_weight * penalty
             metrics["losses/attention_regulariser"] = penalty.detach()
-        else:
+        elif self.kind == "draw":
             metrics["charts/filterbank_stride"] = out["stride"].detach().mean()
         metrics["losses/total"] = total.detach()
         return total, metrics
 
     @torch.no_grad()
     def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+        if self.kind not in ("draw", "sat"):
+            return {}  # a full-image baseline looks everywhere: nothing to show
         self.model.eval()
         out = {k: v.cpu() for k, v in self.model(canvases_to_tensor(images).to(self.device)).items()
                if isinstance(v, torch.Tensor)}

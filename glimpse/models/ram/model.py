@@ -30,11 +30,14 @@ class RAMConfig:
     location_std: float = 0.15
     learn_std: bool = False
     detach_policy_input: bool = False
+    policy: str = "learned"  # "random": look at uniformly random locations (the paper's baseline)
     n_classes: int = 10
 
     def __post_init__(self):
         if self.core not in CORES:
             raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
+        if self.policy not in ("learned", "random"):
+            raise ValueError(f"policy must be 'learned' or 'random', got {self.policy!r}")
         if not self.location_std > 0:
             raise ValueError(f"location_std must be > 0, got {self.location_std}")
 
