@@ -77,6 +77,11 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
     ``threads`` torch threads; each run's output goes to ``<runs>/<name>.log``. Returns the
     names of runs that failed (their logs say why)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
+    conflicts = [f"{r.name} ({run['train_config']['epochs']} epochs, the budget asks {r.epochs})" for r in requests
+                 if (run := finished_run(runs_dir / r.name)) is not None and run["train_config"]["epochs"] != r.epochs]
+    if conflicts:
+        raise ValueError(f"finished runs in {runs_dir} have another budget: {'; '.join(conflicts)}. "
+                         f"Delete them or choose another --runs folder")
     todo = [r for r in requests if finished_run(runs_dir / r.name) is None]
     failed = []
 

@@ -1,0 +1,313 @@
+"""Assemble ``compare.md`` and its figures from finished runs.
+
+Everything in the report is computed here from the runs' checkpoints and from measurements
+taken while the report is built; nothing is typed in, except the papers' numbers (PAPER).
+"""
+from __future__ import annotations
+
+import math
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from glimpse.canvas import fixed_canvas_set
+from glimpse.data import load_mnist
+from glimpse.evaluation import TEST_SEED, fixed_set
+from glimpse.measure import flops_per_image, pixels_read
+from glimpse.models import build_model
+from glimpse.models.ram import RAMConfig
+from glimpse.report import figures
+from glimpse.report.experiments import GLIMPSE_COUNTS, MODELS, SWEPT, TASK_PRESET, Experiment, sweep
+from glimpse.report.measurements import (
+    THRESHOLDS, SeedRuns, attention_gradient_spread, collect, cost_per_image, throughput, time_to_threshold,
+)
+from glimpse.training.config import resolve_config
+from glimpse.training.learner import task_of
+from glimpse.training.soft import soft_model_config
+
+# Test error % on 60x60 cluttered MNIST from ../shared/reference/published-results.md (RAM, NIPS 2014).
+PAPER = {"ram": "4.08 (6 glimpses)", "cnn": "8.09", "fc": "11.96", "ram-random": "14.4 (8 random glimpses)"}
+PAPER_SWEEP = {"RAM": [(4, 4.96), (6, 4.08), (8, 4.04)], "DRAW": []}
+HEADLINE_START, HEADLINE_END = "<!-- report:headline:start -->", "<!-- report:headline:end -->"
+N_GALLERY = 6
+
+
+@dataclass
+class ReportSettings:
+    runs_dir: Path
+    out_dir: Path
+    seeds: tuple[int, ...] = (0, 1, 2)
+    data_dir: str | None = None
+    grad_batches: int = 50
+    grad_batch_size: int = 128
+    speed_steps: int = 20
+    speed_images: int = 2000
+    command: str = "python report.py"
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f}"
+
+
+def _error_cell(errors: np.ndarray) -> str:
+    if len(errors) == 0:
+        return "not trained"
+    pct = 100 * errors
+    if len(pct) == 1:
+        return f"{pct[0]:.2f} (1 seed)"
+    return f"{pct.mean():.2f} ± {pct.std(ddof=1):.2f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
+    if t["reached"] == 0:
+        return f"not reached (0/{t['of']})"
+    seeds = "" if t["reached"] == t["of"] else f" ({t['reached']}/{t['of']} seeds)"
+    return f"{t['epochs']:.0f} ep / {t['epochs'] * seconds_per_epoch / 60:.1f} min{seeds}"
+
+
+def canvas_growth_table() -> str:
+    """Cost by definition and by FLOP count, untrained models of each preset: 60x60 against
+    100x100 (the 'O(1) per glimpse vs O(input)' claim needs no training to check)."""
+    rows = []
+    for kind, overrides in (("ram", {"mode": "hard"}), ("draw", {"mode": "soft", "soft_arch": "draw"}),
+                            ("sat", {"mode": "soft", "soft_arch": "sat"}), ("cnn", {"mode": "full", "full_arch": "cnn"}),
+                            ("fc", {"mode": "full", "full_arch": "fc"})):
+        cells = []
+        for preset in ("cluttered60", "cluttered100"):
+            config = resolve_config({"preset": preset, **overrides})
+            task = task_of(config)
+            if kind == "ram":
+                model_config = RAMConfig(glimpse_size=config.glimpse_size, n_scales=config.n_scales,
+                                         n_glimpses=config.n_glimpses).to_dict()
+            else:
+                model_config = soft_model_config(config)
+            torch.manual_seed(0)
+            model = build_model(kind, model_config).eval()
+            pixels = pixels_read(kind, task, model_config)
+            cells.append((pixels["canvas_pixels_touched"], flops_per_image(kind, model, task, batch=2),
+                          config.n_glimpses))
+        (p60, f60, t60), (p100, f100, t100) = cells
+        rows.append([kind, f"{t60} / {t100}", f"{_si(p60)} / {_si(p100)}", f"{p100 / p60:.2f}x",
+                     f"{_si(f60)} / {_si(f100)}", f"{f100 / f60:.2f}x"])
+    return _table(["model", "glimpses 60 / 100", "pixels touched per image, 60x60 / 100x100", "growth",
+                   "FLOPs per image, 60x60 / 100x100", "growth"], rows)
+
+
+def build_report(settings: ReportSettings, progress=print) -> Path:
+    """Write ``<out>/compare.md`` and its PNGs from the finished runs in ``settings.runs_dir``.
+    Returns the markdown's path. Experiments without finished runs are reported as missing."""
+    out = settings.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    data = load_mnist(settings.data_dir)
+    groups = [collect(e, settings.seeds, settings.runs_dir) for e in MODELS]
+    present = [g for g in groups if g.runs]
+    if not present:
+        raise ValueError(f"no finished runs in {settings.runs_dir}: train them with --train")
+    task = present[0].runs[0]["task"]
+    test_canvases, _ = fixed_set(task, data.test, "test")
+    speed_canvases = test_canvases.images[:settings.speed_images]
+    n_train = len(data.train)
+
+    progress("[report] measuring cost and speed per model")
+    measured: dict[str, dict] = {}
+    for group in present:
+        steps = max(1, round(settings.speed_steps * {"sat": 0.25, "draw": 0.5}.get(group.runs[0]["kind"], 1.0)))
+        measured[group.experiment.name] = {
+            **cost_per_image(group), **throughput(group, data, speed_canvases, steps, settings.data_dir)}
+    seconds_per_epoch = {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
+
+    progress("[report] measuring the spread of the attention gradient")
+    gradients = {}
+    for group in present:
+        if group.experiment.name in ("ram", "draw", "sat"):
+            gradients[group.experiment.name] = [
+                attention_gradient_spread(group, data, settings.grad_batches, settings.grad_batch_size,
+                                          settings.data_dir, at_init=at_init) for at_init in (True, False)]
+
+    progress("[report] figures")
+    figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
+    sweep_rows = {}
+    sweep_groups = {}
+    for base in SWEPT:
+        short = base.label.split(" ")[0]
+        sweep_groups[short] = [(n, collect(e, settings.seeds[:1], settings.runs_dir)) for n, e in
+                               zip(GLIMPSE_COUNTS, sweep(base))]
+        sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
+    figures.glimpse_sweep(sweep_rows, PAPER_SWEEP, out / "glimpse_sweep.png")
+    gallery = fixed_canvas_set(data.test.images[:N_GALLERY], data.test.labels[:N_GALLERY], task["canvas_size"],
+                               task["n_clutter"], task["centred_digit"], TEST_SEED)
+    gallery_rows = [(g.experiment.label.replace(" (", "\n("), figures.where_it_looks(g.runs[0], g.model(), gallery.images))
+                    for g in present if g.runs[0]["kind"] in ("ram", "draw", "sat")]
+    if gallery_rows:
+        figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
+
+    progress("[report] writing")
+    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups, sweep_rows,
+                     bool(gallery_rows), len(test_canvases.labels))
+    path = out / "compare.md"
+    path.write_text(text)
+    (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch))
+    return path
+
+
+def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) -> str:
+    rows = []
+    for group in groups:
+        e, m = group.experiment, measured.get(group.experiment.name)
+        if m is None:
+            rows.append([e.label, e.family, "not trained", "", "", "", "", "", PAPER.get(e.name, "–")])
+            continue
+        t90 = time_to_threshold(group, 0.90)
+        rows.append([e.label, e.family, _error_cell(group.test_errors), PAPER.get(e.name, "–"),
+                     _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
+                     f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
+    return _table(["model", "kind", "test error % (mean ± sd over seeds)", "paper %", "pixels touched / image",
+                   "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
+
+
+def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups, sweep_rows,
+              has_gallery, n_test) -> str:
+    budget_rows = []
+    for group in groups:
+        epochs = sorted({r["train_config"]["epochs"] for r in group.runs}) or ["–"]
+        budget_rows.append([group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
+                            ", ".join(f"{100 * err:.2f}" for err in group.test_errors) or "–"])
+    threshold_rows = []
+    for group in groups:
+        if not group.runs:
+            continue
+        name = group.experiment.name
+        cells = [_threshold_cell(time_to_threshold(group, t), seconds_per_epoch[name]) for t in THRESHOLDS]
+        best = max(max((h["val_accuracy"] for h in r.get("history", [])), default=0) for r in group.runs)
+        threshold_rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{seconds_per_epoch[name]:.1f}"])
+    grad_rows = []
+    for name, (init, trained) in gradients.items():
+        label = next(g.experiment.label for g in groups if g.experiment.name == name)
+        estimator = "REINFORCE + baseline" if name == "ram" else "backpropagation"
+        grad_rows.append([label, estimator, init["n_parameters"], f"{init['relative_variance']:.3g}",
+                          f"{trained['relative_variance']:.3g}", f"{trained['total_variance']:.3g}",
+                          f"{trained['mean_norm2']:.3g}"])
+    cost_rows = []
+    for group in groups:
+        m = measured.get(group.experiment.name)
+        if m is None:
+            continue
+        cost_rows.append([group.experiment.label, _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]),
+                          _si(m["flops"]), f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}"])
+    sweep_table_rows = []
+    for n in GLIMPSE_COUNTS:
+        row = [str(n)]
+        for short, entries in sweep_groups.items():
+            group = dict(entries)[n]
+            row.append(f"{100 * group.test_errors[0]:.2f}" if group.runs else "not trained")
+            paper = dict(PAPER_SWEEP.get(short, []))
+            row.append(f"{paper[n]:.2f}" if n in paper else "–")
+        sweep_table_rows.append(row)
+    sweep_header = ["glimpses"] + [c for short in sweep_groups for c in (f"{short} (this lab)", f"{short} (paper)")]
+    sweep_epochs = {short: sorted({g.runs[0]["train_config"]["epochs"] for _, g in entries if g.runs})
+                    for short, entries in sweep_groups.items()}
+
+    parts = [
+        "# Hard vs soft attention, measured",
+        "",
+        f"Generated by `{settings.command}` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.machine()}, "
+        f"{torch.get_num_threads()} torch threads, torch {torch.__version__}). Data: {data.source}. "
+        f"Task: {TASK_PRESET} (60x60 canvas, 4 pieces of clutter); every model is tested on the same "
+        f"{n_test:,} fixed test canvases (test digits only, seed {TEST_SEED}) by the code behind `evaluate.py` "
+        f"(RAM deterministic: the policy's mean). Every number below is computed from the runs in "
+        f"`{settings.runs_dir}` or measured while this report was built.",
+        "",
+        "## Headline",
+        "",
+        headline(groups, measured, seconds_per_epoch),
+        "",
+        "The budgets are short (below): this compares the models at equal, small compute, not at the "
+        "papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are the long runs.",
+        "",
+        "## Runs and budgets (the 'stochastic' row: spread over seeds)",
+        "",
+        _table(["model", "epochs", "seeds", "test error % per seed"], budget_rows),
+        "",
+        "## Exact vs approximate gradient",
+        "",
+        f"The gradient of the attention parameters (RAM: the location policy's mean head; DRAW: the "
+        f"Linear layer that emits the filterbank parameters; Show-Attend-Tell: the additive attention "
+        f"MLP) from {settings.grad_batches} independent minibatches of {settings.grad_batch_size} training "
+        f"images at the same weights (seed 0's initialisation, and its trained best checkpoint). "
+        f"Relative variance = trace of the covariance of one minibatch's estimate / squared norm of their "
+        f"mean: above 1, a single minibatch's gradient is mostly noise. RAM's estimate is REINFORCE with "
+        f"the learned baseline (its noise is the data plus the sampled locations), the soft models' is "
+        f"plain backpropagation (noise from the data only).",
+        "",
+        _table(["model", "estimator", "parameters", "relative variance at init", "relative variance trained",
+                "total variance trained", "squared norm of mean trained"], grad_rows) if grad_rows else "(no runs)",
+        "",
+        "## Cost per image: O(1) per glimpse vs O(input)",
+        "",
+        "Pixels touched: canvas pixels that enter the model's computation (RAM: under each glimpse's "
+        "largest box; DRAW: every pixel at every step, its Gaussian filters have full support; SAT and the "
+        "baselines: every pixel once). Values in: numbers the learned part receives. FLOPs: "
+        "`torch.utils.flop_counter` on one forward pass (matrix products and convolutions; see "
+        "glimpse/measure.py). Speeds: measured in this process, one model at a time, batch 128 for "
+        "training, 500 for evaluation.",
+        "",
+        _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], cost_rows),
+        "",
+        "As the canvas grows from 60x60 to 100x100 (the presets' models, untrained: this needs no training):",
+        "",
+        canvas_growth_table(),
+        "",
+        "## Easy vs hard to train",
+        "",
+        "Epochs until validation accuracy (5,000 fixed canvases) first reached 90 % and 95 %, averaged over "
+        "the seeds that reached it, and the corresponding training time at the speed measured above "
+        "(epochs x seconds per epoch, so that runs that shared the machine compare fairly).",
+        "",
+        _table(["model", "to 90 % val", "to 95 % val", "best val % (any seed)", "s / epoch"], threshold_rows),
+        "",
+        "![learning curves](learning_curves.png)",
+        "",
+        "## Accuracy against the number of glimpses",
+        "",
+        f"One seed per count; budgets as in the comparison ({', '.join(f'{k}: {v} epochs' for k, v in sweep_epochs.items())}). "
+        "The paper's RAM numbers are for 60x60 cluttered MNIST after full training; DRAW's paper reports "
+        "only 100x100 (3.36 % with 8 glimpses).",
+        "",
+        _table(sweep_header, sweep_table_rows),
+        "",
+        "![accuracy against glimpses](glimpse_sweep.png)",
+        "",
+    ]
+    if has_gallery:
+        parts += ["## Where they look", "", "The same six test canvases for every model (seed 0).", "",
+                  "![where they look](where_they_look.png)", ""]
+    parts += ["## Reproduce", "", "```", settings.command, "```", ""]
+    return "\n".join(parts)
+
+
+def update_readme(readme: Path, headline_md: str, figure: str) -> None:
+    """Replace the README's block between the headline markers with the generated table."""
+    text = readme.read_text()
+    if HEADLINE_START not in text or HEADLINE_END not in text:
+        raise ValueError(f"{readme} has no {HEADLINE_START} ... {HEADLINE_END} block to fill")
+    head, rest = text.split(HEADLINE_START, 1)
+    _, tail = rest.split(HEADLINE_END, 1)
+    block = f"{HEADLINE_START}\n{headline_md}\n\n![where they look]({figure})\n{HEADLINE_END}"
+    readme.write_text(head + block + tail)

@@ -1,0 +1,109 @@
+"""The report's numbers, computed from finished runs: test error over seeds, learning speed,
+cost per image (pixels, FLOPs, images/s) and the spread of the attention gradient."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from glimpse.measure import (
+    flops_per_image, gradient_statistics, pixels_read, ram_gradient_fn, soft_gradient_fn,
+)
+from glimpse.models import build_model
+from glimpse.report.experiments import Experiment
+from glimpse.report.runs import finished_run
+from glimpse.speed import eval_images_per_second, training_images_per_second
+from glimpse.training.config import TrainConfig
+
+THRESHOLDS = (0.90, 0.95)
+
+
+@dataclass
+class SeedRuns:
+    """The finished runs of one experiment, one per seed (checkpoint dicts of their best.pt)."""
+    experiment: Experiment
+    runs: list[dict]
+    run_dirs: list[Path]
+
+    @property
+    def test_errors(self) -> np.ndarray:
+        return np.array([1.0 - r["test_accuracy"] for r in self.runs])
+
+    def model(self, index: int = 0) -> torch.nn.Module:
+        run = self.runs[index]
+        model = build_model(run["kind"], run["model_config"])
+        model.load_state_dict(run["model_state"])
+        return model.eval()
+
+
+def collect(experiment: Experiment, seeds, runs_dir: Path) -> SeedRuns:
+    """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out)."""
+    runs, dirs = [], []
+    for seed in seeds:
+        run_dir = runs_dir / experiment.run_name(seed)
+        payload = finished_run(run_dir)
+        if payload is not None:
+            runs.append(payload)
+            dirs.append(run_dir)
+    return SeedRuns(experiment, runs, dirs)
+
+
+def first_reaching(history: list[dict], threshold: float) -> dict | None:
+    """The first validation of a learning curve at or above ``threshold``, or None."""
+    return next((h for h in history if h["val_accuracy"] >= threshold), None)
+
+
+def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:
+    """Epochs and recorded training seconds until validation accuracy first reached
+    ``threshold``, averaged over the seeds that reached it; ``reached`` counts them."""
+    hits = [first_reaching(r.get("history", []), threshold) for r in seed_runs.runs]
+    reached = [h for h in hits if h is not None]
+    if not reached:
+        return {"reached": 0, "of": len(hits), "epochs": math.nan, "seconds": math.nan}
+    return {"reached": len(reached), "of": len(hits), "epochs": float(np.mean([h["epoch"] for h in reached])),
+            "seconds": float(np.mean([h["train_seconds"] for h in reached]))}
+
+
+def cost_per_image(seed_runs: SeedRuns) -> dict:
+    """Pixels and FLOPs per image of one forward pass (by definition and by count, see
+    glimpse.measure)."""
+    run = seed_runs.runs[0]
+    pixels = pixels_read(run["kind"], run["task"], run["model_config"])
+    return {**pixels, "flops": flops_per_image(run["kind"], seed_runs.model(), run["task"])}
+
+
+def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int, data_dir: str | None) -> dict:
+    """Training images/s (full steps at the run's batch size, fresh weights) and deterministic
+    evaluation images/s of the trained model, measured now, in this process."""
+    run = seed_runs.runs[0]
+    config = TrainConfig(**{**run["train_config"], "data_dir": data_dir})
+    train_speed, _ = training_images_per_second(config, data, train_steps, warmup=1)
+    eval_speed = eval_images_per_second(run["kind"], seed_runs.model(), run["task"], canvases)
+    return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
+
+
+def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_size: int, data_dir: str | None,
+                              at_init: bool = False, seed: int = 10_000) -> dict:
+    """Spread of one minibatch's gradient of the attention parameters over ``n_batches``
+    minibatches at fixed weights (the seed-0 model, or its initialisation): REINFORCE with the
+    baseline for RAM, backpropagation for the soft models. See glimpse.measure.GradStats."""
+    run = seed_runs.runs[0]
+    kind, task = run["kind"], run["task"]
+    model = seed_runs.model()
+    if at_init:
+        torch.manual_seed(run["train_config"]["seed"])
+        model = build_model(kind, run["model_config"]).eval()
+    if kind == "ram":
+        env = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=batch_size, vectorization_mode="vector_entry_point",
+                           split="train", data_dir=data_dir, **task)
+        grad_fn = ram_gradient_fn(model, env, seed)
+    else:
+        grad_fn = soft_gradient_fn(model, task, data.train, batch_size, seed)
+    stats = gradient_statistics(grad_fn, n_batches)
+    return {"total_variance": stats.total_variance, "mean_norm2": float(stats.mean.pow(2).sum()),
+            "relative_variance": stats.relative_variance, "n_parameters": int(stats.mean.numel()),
+            "n_batches": stats.n}

@@ -1,0 +1,93 @@
+"""The comparison lab: hard vs soft attention and the baselines, side by side, in one report.
+
+    python report.py --train                 # train what is missing (about an hour on 2 cores), then report
+    python report.py                         # report from the finished runs in runs/report
+    python report.py --train --budget 3      # three times the epochs of every model
+    python report.py --readme                # also put the headline table and figure in README.md
+
+Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
+(runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
+are resumed. Exit codes: 0 done, 1 a training run failed, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+
+from glimpse.cli import fail
+from glimpse.data import DataError
+from glimpse.report.document import ReportSettings, build_report, update_readme
+from glimpse.report.experiments import MODELS, SWEPT, sweep
+from glimpse.report.runs import RunRequest, budget_epochs, train_missing
+from glimpse.training.checkpoint import CheckpointError
+
+ROOT = Path(__file__).resolve().parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "report", help="where the report's runs live")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports", help="where compare.md and the PNGs go")
+    parser.add_argument("--train", action="store_true", help="train the missing runs first")
+    parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per model (the glimpse sweep uses seed 0)")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the 1..8 glimpses runs")
+    parser.add_argument("--jobs", type=int, default=2, help="training runs at once (each with --threads threads)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per training run and for the report")
+    parser.add_argument("--max-steps", type=int, default=0, help="cap every run at this many steps (smoke tests)")
+    parser.add_argument("--data-dir", default=None, help="MNIST root, or 'bundled' (default: as train.py)")
+    parser.add_argument("--grad-batches", type=int, default=50, help="minibatches for the gradient spread")
+    parser.add_argument("--speed-steps", type=int, default=20, help="training steps timed per model")
+    parser.add_argument("--readme", action="store_true", help="write the headline table and figure into README.md")
+    return parser
+
+
+def requests(args) -> list[RunRequest]:
+    wanted = [RunRequest(e, seed, budget_epochs(e, args.budget)) for seed in range(args.seeds) for e in MODELS]
+    if not args.no_sweep:
+        for base in SWEPT:
+            wanted += [RunRequest(e, 0, budget_epochs(e, args.budget)) for e in sweep(base) if e is not base]
+    return wanted
+
+
+def check(args) -> None:
+    for name in ("seeds", "jobs", "threads", "grad_batches", "speed_steps"):
+        if getattr(args, name) < (2 if name == "grad_batches" else 1):
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'grad_batches' else 1}")
+    if not args.budget > 0 or args.max_steps < 0:
+        raise ValueError("--budget must be > 0 and --max-steps >= 0")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        check(args)
+        torch.set_num_threads(args.threads)
+        if args.train:
+            failed = train_missing(requests(args), args.runs, jobs=args.jobs, threads=args.threads,
+                                   max_steps=args.max_steps, data_dir=args.data_dir)
+            if failed:
+                print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; see their logs in {args.runs}",
+                      file=sys.stderr)
+                return 1
+        settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
+                                  speed_steps=args.speed_steps,
+                                  command="python report.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
+        path = build_report(settings)
+        if args.readme:
+            update_readme(ROOT / "README.md", (args.out / "headline.md").read_text(),
+                          str((args.out / "where_they_look.png").relative_to(ROOT)))
+    except (ValueError, DataError, CheckpointError) as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        return 130
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
