@@ -7,11 +7,12 @@
 
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
-are resumed. Exit codes: 0 done, 1 a training run failed, 2 bad input.
+are resumed. --train --jobs 2 keeps two cores busy, one single-threaded run on each. Exit codes: 0 done, 1 a training run failed, 2 bad input.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ import torch
 from glimpse.cli import fail
 from glimpse.data import DataError
 from glimpse.report.document import ReportSettings, build_report, update_readme
-from glimpse.report.experiments import MODELS, SWEPT, sweep
+from glimpse.report.experiments import GLIMPSE_COUNTS, MODELS, SWEPT, sweep
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
 from glimpse.training.checkpoint import CheckpointError
 
@@ -35,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--train", action="store_true", help="train the missing runs first")
     parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per model (the glimpse sweep uses seed 0)")
-    parser.add_argument("--no-sweep", action="store_true", help="skip the 1..8 glimpses runs")
+    parser.add_argument("--models", default=",".join(e.name for e in MODELS),
+                        help="comma-separated models to compare")
+    parser.add_argument("--glimpses", default=",".join(map(str, GLIMPSE_COUNTS)),
+                        help="comma-separated glimpse counts of the RAM and DRAW sweep ('' for none)")
     parser.add_argument("--jobs", type=int, default=2, help="training runs at once (each with --threads threads)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per training run and for the report")
     parser.add_argument("--max-steps", type=int, default=0, help="cap every run at this many steps (smoke tests)")
@@ -47,14 +51,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def requests(args) -> list[RunRequest]:
-    wanted = [RunRequest(e, seed, budget_epochs(e, args.budget)) for seed in range(args.seeds) for e in MODELS]
-    if not args.no_sweep:
-        for base in SWEPT:
-            wanted += [RunRequest(e, 0, budget_epochs(e, args.budget)) for e in sweep(base) if e is not base]
+    wanted = [RunRequest(e, seed, budget_epochs(e, args.budget)) for seed in range(args.seeds) for e in args.models]
+    for base in (e for e in SWEPT if e in args.models):
+        wanted += [RunRequest(e, 0, budget_epochs(e, args.budget)) for e in sweep(base, args.glimpses) if e is not base]
     return wanted
 
 
 def check(args) -> None:
+    """Validate the options; turn --models and --glimpses into experiments and counts."""
+    by_name = {e.name: e for e in MODELS}
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in by_name]
+    if unknown or not names:
+        raise ValueError(f"--models: unknown {unknown or 'empty list'}; choose from {', '.join(by_name)}")
+    args.models = tuple(by_name[n] for n in names)
+    try:
+        args.glimpses = tuple(int(n) for n in args.glimpses.split(",") if n.strip())
+    except ValueError:
+        raise ValueError(f"--glimpses must be comma-separated integers, got {args.glimpses!r}") from None
+    if any(n < 1 for n in args.glimpses):
+        raise ValueError("--glimpses must be >= 1")
     for name in ("seeds", "jobs", "threads", "grad_batches", "speed_steps"):
         if getattr(args, name) < (2 if name == "grad_batches" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'grad_batches' else 1}")
@@ -75,12 +91,12 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
                 return 1
         settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
-                                  speed_steps=args.speed_steps,
+                                  speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
                                   command="python report.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
         path = build_report(settings)
         if args.readme:
             update_readme(ROOT / "README.md", (args.out / "headline.md").read_text(),
-                          str((args.out / "where_they_look.png").relative_to(ROOT)))
+                          os.path.relpath(args.out / "where_they_look.png", ROOT))
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)
     except KeyboardInterrupt:

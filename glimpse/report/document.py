@@ -47,6 +47,8 @@ class ReportSettings:
     speed_steps: int = 20
     speed_images: int = 2000
     command: str = "python report.py"
+    models: tuple[Experiment, ...] = MODELS
+    glimpse_counts: tuple[int, ...] = GLIMPSE_COUNTS
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -82,16 +84,20 @@ def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
     return f"{t['epochs']:.0f} ep / {t['epochs'] * seconds_per_epoch / 60:.1f} min{seeds}"
 
 
-def canvas_growth_table() -> str:
-    """Cost by definition and by FLOP count, untrained models of each preset: 60x60 against
-    100x100 (the 'O(1) per glimpse vs O(input)' claim needs no training to check)."""
+GROWTH_SIZES = (60, 100, 200)
+
+
+def canvas_growth_table(sizes=GROWTH_SIZES) -> str:
+    """Cost per image of the *same* model (the cluttered60 configuration) on bigger canvases,
+    by definition (pixels touched) and by FLOP count, untrained: the 'O(1) per glimpse vs
+    O(input)' claim needs no training to check."""
     rows = []
     for kind, overrides in (("ram", {"mode": "hard"}), ("draw", {"mode": "soft", "soft_arch": "draw"}),
                             ("sat", {"mode": "soft", "soft_arch": "sat"}), ("cnn", {"mode": "full", "full_arch": "cnn"}),
                             ("fc", {"mode": "full", "full_arch": "fc"})):
-        cells = []
-        for preset in ("cluttered60", "cluttered100"):
-            config = resolve_config({"preset": preset, **overrides})
+        pixels, flops = [], []
+        for size in sizes:
+            config = resolve_config({"preset": TASK_PRESET, **overrides, "canvas_size": size})
             task = task_of(config)
             if kind == "ram":
                 model_config = RAMConfig(glimpse_size=config.glimpse_size, n_scales=config.n_scales,
@@ -100,14 +106,13 @@ def canvas_growth_table() -> str:
                 model_config = soft_model_config(config)
             torch.manual_seed(0)
             model = build_model(kind, model_config).eval()
-            pixels = pixels_read(kind, task, model_config)
-            cells.append((pixels["canvas_pixels_touched"], flops_per_image(kind, model, task, batch=2),
-                          config.n_glimpses))
-        (p60, f60, t60), (p100, f100, t100) = cells
-        rows.append([kind, f"{t60} / {t100}", f"{_si(p60)} / {_si(p100)}", f"{p100 / p60:.2f}x",
-                     f"{_si(f60)} / {_si(f100)}", f"{f100 / f60:.2f}x"])
-    return _table(["model", "glimpses 60 / 100", "pixels touched per image, 60x60 / 100x100", "growth",
-                   "FLOPs per image, 60x60 / 100x100", "growth"], rows)
+            pixels.append(pixels_read(kind, task, model_config)["canvas_pixels_touched"])
+            flops.append(flops_per_image(kind, model, task, batch=2))
+        rows.append([kind, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
+                     *(_si(f) for f in flops), f"{flops[-1] / flops[0]:.1f}x"])
+    last = f"{sizes[-1]} / {sizes[0]}"
+    return _table(["model", *(f"pixels touched, {n}x{n}" for n in sizes), last,
+                   *(f"FLOPs, {n}x{n}" for n in sizes), last], rows)
 
 
 def build_report(settings: ReportSettings, progress=print) -> Path:
@@ -116,7 +121,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     out = settings.out_dir
     out.mkdir(parents=True, exist_ok=True)
     data = load_mnist(settings.data_dir)
-    groups = [collect(e, settings.seeds, settings.runs_dir) for e in MODELS]
+    groups = [collect(e, settings.seeds, settings.runs_dir) for e in settings.models]
     present = [g for g in groups if g.runs]
     if not present:
         raise ValueError(f"no finished runs in {settings.runs_dir}: train them with --train")
@@ -145,10 +150,10 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
     sweep_rows = {}
     sweep_groups = {}
-    for base in SWEPT:
+    for base in (e for e in SWEPT if e in settings.models):
         short = base.label.split(" ")[0]
         sweep_groups[short] = [(n, collect(e, settings.seeds[:1], settings.runs_dir)) for n, e in
-                               zip(GLIMPSE_COUNTS, sweep(base))]
+                               zip(settings.glimpse_counts, sweep(base, settings.glimpse_counts))]
         sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
     figures.glimpse_sweep(sweep_rows, PAPER_SWEEP, out / "glimpse_sweep.png")
     gallery = fixed_canvas_set(data.test.images[:N_GALLERY], data.test.labels[:N_GALLERY], task["canvas_size"],
@@ -159,7 +164,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
         figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
 
     progress("[report] writing")
-    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups, sweep_rows,
+    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups,
                      bool(gallery_rows), len(test_canvases.labels))
     path = out / "compare.md"
     path.write_text(text)
@@ -172,7 +177,7 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) ->
     for group in groups:
         e, m = group.experiment, measured.get(group.experiment.name)
         if m is None:
-            rows.append([e.label, e.family, "not trained", "", "", "", "", "", PAPER.get(e.name, "–")])
+            rows.append([e.label, e.family, "not trained", PAPER.get(e.name, "–"), "", "", "", "", ""])
             continue
         t90 = time_to_threshold(group, 0.90)
         rows.append([e.label, e.family, _error_cell(group.test_errors), PAPER.get(e.name, "–"),
@@ -182,13 +187,18 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) ->
                    "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
 
 
-def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups, sweep_rows,
-              has_gallery, n_test) -> str:
+def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups, has_gallery,
+              n_test) -> str:
     budget_rows = []
     for group in groups:
         epochs = sorted({r["train_config"]["epochs"] for r in group.runs}) or ["–"]
+        minutes = [r.get("train_seconds", math.nan) / 60 for r in group.runs]
         budget_rows.append([group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
-                            ", ".join(f"{100 * err:.2f}" for err in group.test_errors) or "–"])
+                            ", ".join(f"{100 * err:.2f}" for err in group.test_errors) or "–",
+                            _fmt(float(np.mean(minutes)), 1) if minutes else "–"])
+    every_run = [r for g in groups for r in g.runs] + [r for entries in sweep_groups.values() for n, g in entries
+                                                       for r in g.runs if g.experiment not in settings.models]
+    total_minutes = sum(r.get("train_seconds", 0.0) for r in every_run) / 60
     threshold_rows = []
     for group in groups:
         if not group.runs:
@@ -212,7 +222,7 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         cost_rows.append([group.experiment.label, _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]),
                           _si(m["flops"]), f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}"])
     sweep_table_rows = []
-    for n in GLIMPSE_COUNTS:
+    for n in settings.glimpse_counts:
         row = [str(n)]
         for short, entries in sweep_groups.items():
             group = dict(entries)[n]
@@ -243,7 +253,10 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         "",
         "## Runs and budgets (the 'stochastic' row: spread over seeds)",
         "",
-        _table(["model", "epochs", "seeds", "test error % per seed"], budget_rows),
+        _table(["model", "epochs", "seeds", "test error % per seed", "minutes per run (recorded)"], budget_rows),
+        "",
+        f"Recorded training time of all {len(every_run)} runs of this report: {total_minutes:.0f} minutes "
+        f"(single-threaded runs, two or three sharing the 2 cores, so each ran slower than it would alone).",
         "",
         "## Exact vs approximate gradient",
         "",
@@ -270,7 +283,8 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         "",
         _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], cost_rows),
         "",
-        "As the canvas grows from 60x60 to 100x100 (the presets' models, untrained: this needs no training):",
+        "The same models (the cluttered60 configuration, untrained: this needs no training) on bigger "
+        "canvases: RAM's cost per image stays put, the others grow with the canvas.",
         "",
         canvas_growth_table(),
         "",

@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -22,6 +23,14 @@ STYLES = ["-", "--", ":", "-."]
 def _curve(run: dict, x: str) -> tuple[np.ndarray, np.ndarray]:
     history = run.get("history", [])
     return np.array([h[x] for h in history]), np.array([100 * (1 - h["val_accuracy"]) for h in history])
+
+
+def _log_percent_axis(ax) -> None:
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda y, _: f"{y:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def learning_curves(groups: list[SeedRuns], seconds_per_epoch: dict[str, float], path: Path) -> None:
@@ -42,8 +51,7 @@ def learning_curves(groups: list[SeedRuns], seconds_per_epoch: dict[str, float],
             axes[1].plot(epochs * seconds_per_epoch[group.experiment.name] / 60, error, **kw)
     for ax, xlabel in zip(axes, ("epochs", "training minutes (measured speed, 1 process, this machine)")):
         ax.set_xlabel(xlabel)
-        ax.set_yscale("log")
-        ax.grid(True, which="both", alpha=0.3)
+        _log_percent_axis(ax)
         for level in (10, 5):
             ax.axhline(level, color="black", linewidth=0.6, alpha=0.4)
     axes[0].set_ylabel("validation error % (log scale)")
@@ -67,8 +75,7 @@ def glimpse_sweep(rows: dict[str, list[tuple[int, float]]], paper: dict[str, lis
             ax.plot(counts, errors, "s", color=colour, markerfacecolor="none", markersize=9, label=f"{name} (paper)")
     ax.set_xlabel("number of glimpses")
     ax.set_ylabel("test error % (log scale)")
-    ax.set_yscale("log")
-    ax.grid(True, which="both", alpha=0.3)
+    _log_percent_axis(ax)
     ax.legend(fontsize=8)
     ax.set_title("Accuracy against the number of glimpses, 60x60 cluttered MNIST")
     fig.tight_layout()

@@ -35,15 +35,20 @@ def budget_epochs(experiment: Experiment, budget: float) -> int:
 
 
 def finished_run(run_dir: Path) -> dict | None:
-    """The finished run's best checkpoint (without weights needed by nobody here), or None."""
-    path = run_dir / "best.pt"
-    if not path.exists():
-        return None
+    """The finished run's best checkpoint, or None. Its ``history`` is the whole learning curve
+    (older runs kept it only up to the best step in best.pt: then it is taken from last.pt)."""
     try:
-        payload = load_checkpoint(path)
+        payload = load_checkpoint(run_dir / "best.pt")
+        if "test_accuracy" not in payload:
+            return None
+        last = run_dir / "last.pt"
+        if last.exists():
+            longer = load_checkpoint(last).get("history", [])
+            if len(longer) > len(payload.get("history", [])):
+                payload["history"] = longer
+        return payload
     except CheckpointError:
         return None
-    return payload if "test_accuracy" in payload else None
 
 
 def _flags(options: dict) -> list[str]:

@@ -233,6 +233,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         logger.scalars({"charts/test_accuracy": test_acc}, total_steps)
         best["test_accuracy"] = test_acc
         best["train_seconds"] = elapsed
+        best["history"] = history  # the whole learning curve, not only up to the best step
         save_checkpoint(run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
     logger.close()
     best_val, test_acc = distributed.broadcast_floats([best_val, test_acc], device)

@@ -1,0 +1,81 @@
+"""report.py: the comparison report builds from tiny runs in a temporary folder."""
+import numpy as np
+import pytest
+from PIL import Image
+
+import report
+from glimpse.report.document import HEADLINE_END, HEADLINE_START, update_readme
+from glimpse.report.experiments import DRAW, FC, RAM
+from glimpse.report.measurements import SeedRuns, time_to_threshold
+from glimpse.training.checkpoint import load_checkpoint
+
+TINY = ["--max-steps", "2", "--data-dir", "bundled", "--grad-batches", "2", "--speed-steps", "1", "--jobs", "2",
+        "--threads", "1"]
+
+
+def test_report_builds_from_tiny_runs(tmp_path, capsys):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    argv = ["--runs", str(runs), "--out", str(out), "--train", "--seeds", "2", "--models", "ram,draw,fc",
+            "--glimpses", "1,6", *TINY]
+    assert report.main(argv) == 0
+    # every model twice, and the sweep's extra count once per swept model (6 glimpses is the seed-0 run)
+    names = sorted(p.name for p in runs.iterdir() if p.is_dir())
+    assert names == sorted(["ram-seed0", "ram-seed1", "draw-seed0", "draw-seed1", "fc-seed0", "fc-seed1",
+                            "ram-1g-seed0", "draw-1g-seed0"])
+    assert load_checkpoint(runs / "ram-1g-seed0" / "best.pt")["task"]["n_glimpses"] == 1
+    text = (out / "compare.md").read_text()
+    for label in (RAM.label, DRAW.label, FC.label):
+        assert label in text
+    # the per-seed errors in the report are the runs' own test errors
+    errors = [100 * (1 - load_checkpoint(runs / f"ram-seed{s}" / "best.pt")["test_accuracy"]) for s in (0, 1)]
+    assert f"| {RAM.label} | 20 | 2 | {errors[0]:.2f}, {errors[1]:.2f} |" in text
+    assert "REINFORCE + baseline" in text and "backpropagation" in text
+    for png in ("learning_curves.png", "glimpse_sweep.png", "where_they_look.png"):
+        with Image.open(out / png) as image:
+            assert image.size[0] > 300 and image.size[1] > 200
+        assert f"]({png})" in text
+    # a second call finds every run finished and trains nothing
+    stamps = {p: p.stat().st_mtime_ns for p in runs.glob("*/best.pt")}
+    assert report.main(argv) == 0
+    assert stamps == {p: p.stat().st_mtime_ns for p in runs.glob("*/best.pt")}
+    # another budget for the same runs is refused, and nothing is touched
+    capsys.readouterr()
+    assert report.main([*argv, "--budget", "2"]) == 2
+    assert "another budget" in capsys.readouterr().err
+    assert stamps == {p: p.stat().st_mtime_ns for p in runs.glob("*/best.pt")}
+
+
+@pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],
+                                 ["--budget", "0"], ["--grad-batches", "1"]])
+def test_report_bad_options_exit_2(bad, tmp_path, capsys):
+    assert report.main(["--runs", str(tmp_path), "--out", str(tmp_path / "out"), *bad]) == 2
+    assert "error" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_without_runs_says_how_to_get_them(tmp_path, capsys):
+    assert report.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "out"), "--data-dir", "bundled"]) == 2
+    assert "--train" in capsys.readouterr().err
+
+
+def test_time_to_threshold_reads_the_learning_curve():
+    curve = lambda accs: {"history": [{"epoch": e + 1, "train_seconds": 10.0 * (e + 1), "val_accuracy": a}
+                                      for e, a in enumerate(accs)]}
+    runs = SeedRuns(RAM, [curve([0.5, 0.91, 0.96]), curve([0.92, 0.93, 0.94]), curve([0.2, 0.3, 0.4])], [])
+    at90 = time_to_threshold(runs, 0.90)
+    assert (at90["reached"], at90["of"]) == (2, 3)
+    assert at90["epochs"] == pytest.approx(1.5) and at90["seconds"] == pytest.approx(15.0)
+    at95 = time_to_threshold(runs, 0.95)
+    assert (at95["reached"], at95["epochs"]) == (1, 3)
+    assert np.isnan(time_to_threshold(runs, 0.99)["epochs"])
+
+
+def test_readme_headline_block_is_replaced(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{HEADLINE_START}\nold table\n{HEADLINE_END}\noutro\n")
+    update_readme(readme, "| new | table |", "reports/where_they_look.png")
+    text = readme.read_text()
+    assert "old table" not in text and "| new | table |" in text and text.startswith("intro") and "outro" in text
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="headline"):
+        update_readme(readme, "x", "y")
