@@ -32,13 +32,16 @@ def command(config: dict) -> str:
     """The train.py options that differ from the preset defaults, in the order of the config."""
     from glimpse.training.config import resolve_config
 
-    base = resolve_config({k: config[k] for k in ("mode", "soft_arch", "preset")}).to_dict()
+    chosen = ("mode", "soft_arch", "full_arch", "preset")
+    base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
     parts = [f"--mode {config['mode']}"]
     if config["mode"] == "soft":
         parts.append(f"--soft-arch {config['soft_arch']}")
+    if config["mode"] == "full":
+        parts.append(f"--full-arch {config['full_arch']}")
     parts.append(f"--preset {config['preset']}")
     for key, value in config.items():
-        if key in DEFAULTS or key in ("mode", "soft_arch", "preset") or base.get(key) == value:
+        if key in DEFAULTS or key in chosen or base.get(key) == value:
             continue
         flag = "--" + key.replace("_", "-")
         parts.append(flag if value is True else f"--no-{flag[2:]}" if value is False else f"{flag} {value}")
