@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1, help="torch threads per training run and for the report")
     parser.add_argument("--max-steps", type=int, default=0, help="cap every run at this many steps (smoke tests)")
     parser.add_argument("--data-dir", default=None, help="MNIST root, or 'bundled' (default: as train.py)")
-    parser.add_argument("--grad-batches", type=int, default=50, help="minibatches for the gradient spread")
+    parser.add_argument("--grad-batches", type=int, default=200, help="minibatches for the gradient spread")
     parser.add_argument("--speed-steps", type=int, default=20, help="training steps timed per model")
     parser.add_argument("--readme", action="store_true", help="write the headline table and figure into README.md")
     return parser

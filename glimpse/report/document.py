@@ -42,7 +42,7 @@ class ReportSettings:
     out_dir: Path
     seeds: tuple[int, ...] = (0, 1, 2)
     data_dir: str | None = None
-    grad_batches: int = 50
+    grad_batches: int = 200
     grad_batch_size: int = 128
     speed_steps: int = 20
     speed_images: int = 2000
@@ -75,6 +75,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _relative(stats: dict) -> str:
+    return f"{stats['relative_variance']:.3g}" if math.isfinite(stats["relative_variance"]) else "noise only"
 
 
 def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
@@ -211,9 +215,8 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
     for name, (init, trained) in gradients.items():
         label = next(g.experiment.label for g in groups if g.experiment.name == name)
         estimator = "REINFORCE + baseline" if name == "ram" else "backpropagation"
-        grad_rows.append([label, estimator, init["n_parameters"], f"{init['relative_variance']:.3g}",
-                          f"{trained['relative_variance']:.3g}", f"{trained['total_variance']:.3g}",
-                          f"{trained['mean_norm2']:.3g}"])
+        grad_rows.append([label, estimator, init["n_parameters"], _relative(init), _relative(trained),
+                          f"{trained['total_variance']:.3g}", f"{trained['signal']:.3g}"])
     cost_rows = []
     for group in groups:
         m = measured.get(group.experiment.name)
@@ -248,8 +251,8 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         "",
         headline(groups, measured, seconds_per_epoch),
         "",
-        "The budgets are short (below): this compares the models at equal, small compute, not at the "
-        "papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are the long runs.",
+        "The budgets are short (below): this compares the models after minutes of training each, not after "
+        "the papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are longer runs.",
         "",
         "## Runs and budgets (the 'stochastic' row: spread over seeds)",
         "",
@@ -264,13 +267,17 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         f"Linear layer that emits the filterbank parameters; Show-Attend-Tell: the additive attention "
         f"MLP) from {settings.grad_batches} independent minibatches of {settings.grad_batch_size} training "
         f"images at the same weights (seed 0's initialisation, and its trained best checkpoint). "
-        f"Relative variance = trace of the covariance of one minibatch's estimate / squared norm of their "
-        f"mean: above 1, a single minibatch's gradient is mostly noise. RAM's estimate is REINFORCE with "
+        f"Relative variance = trace of the covariance of one minibatch's estimate / squared norm of the "
+        f"expected gradient (estimated without bias: the squared norm of the mean of the estimates minus "
+        f"the trace over the number of minibatches; 'noise only' when that is not positive, i.e. the mean "
+        f"gradient is not resolved from the noise). Above 1, a single minibatch's gradient is mostly noise; "
+        f"scale-free, so models with different parameters compare. RAM's estimate is REINFORCE with "
         f"the learned baseline (its noise is the data plus the sampled locations), the soft models' is "
         f"plain backpropagation (noise from the data only).",
         "",
         _table(["model", "estimator", "parameters", "relative variance at init", "relative variance trained",
-                "total variance trained", "squared norm of mean trained"], grad_rows) if grad_rows else "(no runs)",
+                "trace of covariance, trained", "squared norm of the expected gradient, trained"], grad_rows)
+        if grad_rows else "(no runs)",
         "",
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",

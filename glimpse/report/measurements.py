@@ -104,6 +104,9 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     else:
         grad_fn = soft_gradient_fn(model, task, data.train, batch_size, seed)
     stats = gradient_statistics(grad_fn, n_batches)
-    return {"total_variance": stats.total_variance, "mean_norm2": float(stats.mean.pow(2).sum()),
-            "relative_variance": stats.relative_variance, "n_parameters": int(stats.mean.numel()),
-            "n_batches": stats.n}
+    mean_norm2 = float(stats.mean.pow(2).sum())
+    # ||mean||^2 overestimates ||E g||^2 by total_variance / n; this estimate of it is unbiased
+    signal = mean_norm2 - stats.total_variance / stats.n
+    return {"total_variance": stats.total_variance, "mean_norm2": mean_norm2, "signal": signal,
+            "relative_variance": stats.total_variance / signal if signal > 0 else math.inf,
+            "n_parameters": int(stats.mean.numel()), "n_batches": stats.n}
