@@ -77,8 +77,8 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _relative(stats: dict) -> str:
-    return f"{stats['relative_variance']:.3g}" if math.isfinite(stats["relative_variance"]) else "noise only"
+def _number(x: float) -> str:
+    return f"{x:,.0f}" if math.isfinite(x) else "unbounded"
 
 
 def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
@@ -146,9 +146,8 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     gradients = {}
     for group in present:
         if group.experiment.name in ("ram", "draw", "sat"):
-            gradients[group.experiment.name] = [
-                attention_gradient_spread(group, data, settings.grad_batches, settings.grad_batch_size,
-                                          settings.data_dir, at_init=at_init) for at_init in (True, False)]
+            gradients[group.experiment.name] = attention_gradient_spread(
+                group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
 
     progress("[report] figures")
     figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
@@ -212,11 +211,12 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         best = max(max((h["val_accuracy"] for h in r.get("history", [])), default=0) for r in group.runs)
         threshold_rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{seconds_per_epoch[name]:.1f}"])
     grad_rows = []
-    for name, (init, trained) in gradients.items():
+    for name, spread in gradients.items():
         label = next(g.experiment.label for g in groups if g.experiment.name == name)
         estimator = "REINFORCE + baseline" if name == "ram" else "backpropagation"
-        grad_rows.append([label, estimator, init["n_parameters"], _relative(init), _relative(trained),
-                          f"{trained['total_variance']:.3g}", f"{trained['signal']:.3g}"])
+        lo, hi = spread["interval"]
+        grad_rows.append([label, estimator, spread["n_parameters"], _number(spread["relative_variance"]),
+                          f"{_number(lo)} to {_number(hi)}"])
     cost_rows = []
     for group in groups:
         m = measured.get(group.experiment.name)
@@ -266,17 +266,18 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         f"The gradient of the attention parameters (RAM: the location policy's mean head; DRAW: the "
         f"Linear layer that emits the filterbank parameters; Show-Attend-Tell: the additive attention "
         f"MLP) from {settings.grad_batches} independent minibatches of {settings.grad_batch_size} training "
-        f"images at the same weights (seed 0's initialisation, and its trained best checkpoint). "
-        f"Relative variance = trace of the covariance of one minibatch's estimate / squared norm of the "
-        f"expected gradient (estimated without bias: the squared norm of the mean of the estimates minus "
-        f"the trace over the number of minibatches; 'noise only' when that is not positive, i.e. the mean "
-        f"gradient is not resolved from the noise). Above 1, a single minibatch's gradient is mostly noise; "
-        f"scale-free, so models with different parameters compare. RAM's estimate is REINFORCE with "
-        f"the learned baseline (its noise is the data plus the sampled locations), the soft models' is "
-        f"plain backpropagation (noise from the data only).",
+        f"images at the same weights: seed 0's initialisation, where every model's expected gradient is "
+        f"clearly non-zero (at trained weights it is close to zero by construction, and a ratio to it says "
+        f"nothing). Relative variance = trace of the covariance of one minibatch's estimate / squared norm "
+        f"of the expected gradient, the latter estimated without bias (squared norm of the mean estimate "
+        f"minus the trace over the number of minibatches); 'unbounded' when that is not positive, i.e. "
+        f"the mean gradient is not resolved from the noise. It is the number of minibatches to average "
+        f"before the noise is as large as the signal; scale-free, so models with different parameters "
+        f"compare. The interval resamples the minibatches. RAM's estimate is REINFORCE with the learned "
+        f"baseline (its noise is the data plus the sampled locations), the soft models' is plain "
+        f"backpropagation (noise from the data only).",
         "",
-        _table(["model", "estimator", "parameters", "relative variance at init", "relative variance trained",
-                "trace of covariance, trained", "squared norm of the expected gradient, trained"], grad_rows)
+        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], grad_rows)
         if grad_rows else "(no runs)",
         "",
         "## Cost per image: O(1) per glimpse vs O(input)",

@@ -10,9 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from glimpse.measure import (
-    flops_per_image, gradient_statistics, pixels_read, ram_gradient_fn, soft_gradient_fn,
-)
+from glimpse.measure import flops_per_image, pixels_read, ram_gradient_fn, soft_gradient_fn
 from glimpse.models import build_model
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
@@ -86,27 +84,43 @@ def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int
     return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
 
 
+def relative_variance(grads: torch.Tensor) -> float:
+    """trace(Cov g) / ||E g||^2 from n gradient estimates (n, d), with ||E g||^2 estimated without
+    bias (||mean||^2 - trace / n); inf when that estimate is not positive (no signal resolved)."""
+    n = grads.shape[0]
+    trace = float(grads.var(0, unbiased=True).sum())
+    signal = float(grads.mean(0).pow(2).sum()) - trace / n
+    return trace / signal if signal > 0 else math.inf
+
+
 def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_size: int, data_dir: str | None,
-                              at_init: bool = False, seed: int = 10_000) -> dict:
+                              seed: int = 10_000, n_bootstrap: int = 200) -> dict:
     """Spread of one minibatch's gradient of the attention parameters over ``n_batches``
-    minibatches at fixed weights (the seed-0 model, or its initialisation): REINFORCE with the
-    baseline for RAM, backpropagation for the soft models. See glimpse.measure.GradStats."""
+    minibatches at fixed weights: the seed-0 run's *initialisation*, where every model's expected
+    gradient is clearly non-zero (at trained weights it is ~0 by construction, and a ratio to it
+    means nothing). REINFORCE with the baseline for RAM, backpropagation for the soft models.
+
+    Returns the relative variance (see :func:`relative_variance`) and a 90 % bootstrap interval
+    (resampling the minibatches; the upper end is inf when the signal is not resolved)."""
     run = seed_runs.runs[0]
     kind, task = run["kind"], run["task"]
-    model = seed_runs.model()
-    if at_init:
-        torch.manual_seed(run["train_config"]["seed"])
-        model = build_model(kind, run["model_config"]).eval()
+    torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
+    model = build_model(kind, run["model_config"]).eval()
     if kind == "ram":
         env = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=batch_size, vectorization_mode="vector_entry_point",
                            split="train", data_dir=data_dir, **task)
         grad_fn = ram_gradient_fn(model, env, seed)
     else:
         grad_fn = soft_gradient_fn(model, task, data.train, batch_size, seed)
-    stats = gradient_statistics(grad_fn, n_batches)
-    mean_norm2 = float(stats.mean.pow(2).sum())
-    # ||mean||^2 overestimates ||E g||^2 by total_variance / n; this estimate of it is unbiased
-    signal = mean_norm2 - stats.total_variance / stats.n
-    return {"total_variance": stats.total_variance, "mean_norm2": mean_norm2, "signal": signal,
-            "relative_variance": stats.total_variance / signal if signal > 0 else math.inf,
-            "n_parameters": int(stats.mean.numel()), "n_batches": stats.n}
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
+    # bootstrap the inverse (signal / trace), which stays finite, then invert its interval
+    rng = torch.Generator().manual_seed(seed)
+    inverse = []
+    for _ in range(n_bootstrap):
+        sample = grads[torch.randint(0, n_batches, (n_batches,), generator=rng)]
+        r = relative_variance(sample)
+        inverse.append(0.0 if math.isinf(r) else 1.0 / r)
+    lo_inv, hi_inv = np.quantile(inverse, [0.05, 0.95])
+    return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
+            "interval": (1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf),
+            "trace": float(grads.var(0, unbiased=True).sum())}
