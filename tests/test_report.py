@@ -1,5 +1,6 @@
 """report.py: the comparison report builds from tiny runs in a temporary folder."""
 import numpy as np
+import torch
 import pytest
 from PIL import Image
 
@@ -79,3 +80,15 @@ def test_readme_headline_block_is_replaced(tmp_path):
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="headline"):
         update_readme(readme, "x", "y")
+
+
+def test_relative_variance_of_a_known_gradient_noise():
+    from glimpse.report.measurements import relative_variance
+
+    # g = mu + N(0, 0.5^2 I) in 10 dimensions: trace of the covariance 10 * 0.25, ||mu||^2 = 4
+    generator = torch.Generator().manual_seed(0)
+    mu = torch.zeros(10, dtype=torch.float64)
+    mu[0] = 2.0
+    grads = mu + 0.5 * torch.randn(20_000, 10, generator=generator, dtype=torch.float64)
+    assert relative_variance(grads) == pytest.approx(10 * 0.25 / 4.0, rel=0.05)
+    assert relative_variance(0.5 * torch.randn(50, 10, generator=generator, dtype=torch.float64)) > 1

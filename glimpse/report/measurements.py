@@ -84,12 +84,16 @@ def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int
     return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
 
 
-def relative_variance(grads: torch.Tensor) -> float:
-    """trace(Cov g) / ||E g||^2 from n gradient estimates (n, d), with ||E g||^2 estimated without
-    bias (||mean||^2 - trace / n); inf when that estimate is not positive (no signal resolved)."""
-    n = grads.shape[0]
+def trace_and_signal(grads: torch.Tensor) -> tuple[float, float]:
+    """From n gradient estimates (n, d): trace(Cov g), and ||E g||^2 estimated without bias
+    (||mean||^2 - trace / n; it may come out negative when the noise swamps the signal)."""
     trace = float(grads.var(0, unbiased=True).sum())
-    signal = float(grads.mean(0).pow(2).sum()) - trace / n
+    return trace, float(grads.mean(0).pow(2).sum()) - trace / grads.shape[0]
+
+
+def relative_variance(grads: torch.Tensor) -> float:
+    """trace(Cov g) / ||E g||^2 (see :func:`trace_and_signal`); inf when no signal is resolved."""
+    trace, signal = trace_and_signal(grads)
     return trace / signal if signal > 0 else math.inf
 
 
@@ -117,10 +121,10 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     rng = torch.Generator().manual_seed(seed)
     inverse = []
     for _ in range(n_bootstrap):
-        sample = grads[torch.randint(0, n_batches, (n_batches,), generator=rng)]
-        r = relative_variance(sample)
-        inverse.append(0.0 if math.isinf(r) else 1.0 / r)
-    lo_inv, hi_inv = np.quantile(inverse, [0.05, 0.95])
+        trace, signal = trace_and_signal(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)])
+        if trace > 0:  # a resample of one repeated minibatch has no spread: it says nothing
+            inverse.append(max(signal, 0.0) / trace)
+    lo_inv, hi_inv = np.quantile(inverse, [0.05, 0.95]) if inverse else (0.0, 0.0)
     return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
             "interval": (1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf),
             "trace": float(grads.var(0, unbiased=True).sum())}
