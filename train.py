@@ -2,6 +2,7 @@
 
     python train.py                                   # short hard-attention run, 60x60 cluttered
     python train.py --mode soft --soft-arch draw --preset cluttered100 --epochs 50
+    python train.py --mode full --full-arch cnn       # the paper's full-image conv-net baseline
     python train.py --resume runs/ram-cluttered60-seed0-...   # continue an interrupted run
     torchrun --nproc_per_node=4 train.py --batch-size 128      # 4 processes, 32 images each
 

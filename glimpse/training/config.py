@@ -120,7 +120,8 @@ SOFT_PRESET_OVERRIDES: dict[tuple[str, str], dict] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description="Train hard (RAM) or soft (DRAW, Show-Attend-Tell) visual attention on cluttered MNIST.",
+        description="Train hard (RAM) or soft (DRAW, Show-Attend-Tell) visual attention on cluttered MNIST, "
+                    "or a full-image baseline (FC, conv net).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for f in fields(TrainConfig):
