@@ -54,7 +54,8 @@ class EpisodeBatch:
             raise ValueError("labels must be in 0..9")
         return images, labels.astype(np.int64)
 
-    def first_locations(self, rng: np.random.Generator, batch: int, how) -> np.ndarray:
+    @staticmethod
+    def first_locations(rng: np.random.Generator, batch: int, how) -> np.ndarray:
         if isinstance(how, str):
             if how == "centre":
                 return np.zeros((batch, 2), np.float32)

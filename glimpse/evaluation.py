@@ -73,6 +73,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         policy = f"averaged over {samples} sampled trajectories (seed {seed})"
     else:
         policy = "deterministic (policy mean)" if kind == "ram" else "deterministic"
+    if kind == "ram" and task.get("first_location") == "random":
+        policy += f", first glimpses at random (seed {seed})"
     return {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
             "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
             "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),

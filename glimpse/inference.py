@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.episodes import EpisodeBatch
 from envs.vector import ClutteredMNISTVectorEnv
 from glimpse.rollout import Rollout, run_episodes
 
@@ -25,12 +26,26 @@ def hard_env(task: dict, num_envs: int) -> ClutteredMNISTVectorEnv:
 
 def ram_episodes(model: nn.Module, task: dict, images: np.ndarray, labels: np.ndarray | None = None, *,
                  sample: bool = False, generator: torch.Generator | None = None,
-                 record_glimpses: bool = False) -> Rollout:
-    """One RAM episode per canvas, through the env (``labels`` only matter for the reward)."""
+                 record_glimpses: bool = False, first_locations: np.ndarray | None = None) -> Rollout:
+    """One RAM episode per canvas, through the env (``labels`` only matter for the reward).
+
+    ``first_locations`` (N, 2) overrides where the first glimpses fall; by default the task's
+    rule applies ("random" ones drawn from seed 0)."""
     labels = np.zeros(len(images), np.int64) if labels is None else np.asarray(labels, np.int64)
     env = hard_env(task, len(images))
-    return run_episodes(model, env, sample=sample, generator=generator, seed=0,
-                        options={"images": images, "labels": labels}, record_glimpses=record_glimpses)
+    options = {"images": images, "labels": labels}
+    if first_locations is not None:
+        options["first_location"] = first_locations
+    return run_episodes(model, env, sample=sample, generator=generator, seed=0, options=options,
+                        record_glimpses=record_glimpses)
+
+
+def first_glimpses(task: dict, n: int, seed: int) -> np.ndarray | None:
+    """Where the first glimpses of ``n`` evaluation canvases fall, drawn once for the whole set so
+    that a task with random first glimpses scores the same at any batch size (None: the centre)."""
+    if task.get("first_location", "centre") != "random":
+        return None
+    return EpisodeBatch.first_locations(np.random.default_rng(seed), n, "random")
 
 
 @torch.no_grad()
@@ -44,15 +59,18 @@ def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.nd
     model.eval()
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
+    first_all = first_glimpses(task, len(images), seed) if kind == "ram" else None
     outputs = []
     for start in range(0, len(images), batch_size):
         batch = images[start:start + batch_size]
         if kind == "ram":
+            first = None if first_all is None else first_all[start:start + batch_size]
             if n_samples > 0:
-                probs = sum(torch.softmax(ram_episodes(model, task, batch, sample=True, generator=generator).logits, -1)
+                probs = sum(torch.softmax(ram_episodes(model, task, batch, sample=True, generator=generator,
+                                                       first_locations=first).logits, -1)
                             for _ in range(n_samples)) / n_samples
             else:
-                probs = torch.softmax(ram_episodes(model, task, batch).logits, -1)
+                probs = torch.softmax(ram_episodes(model, task, batch, first_locations=first).logits, -1)
         else:
             probs = torch.softmax(model(canvases_to_tensor(batch).to(device))["logits"], -1)
         outputs.append(probs.cpu())

@@ -151,3 +151,22 @@ def test_single_glimpse_has_no_policy_terms():
     loss = hybrid_loss(r.logits, r.labels, r.reward, r.log_probs, r.baselines)
     assert r.log_probs.shape == (B, 0)
     assert torch.isfinite(loss.total) and loss.reinforce.item() == 0 and loss.baseline.item() == 0
+
+
+def test_random_first_glimpses_are_seeded_once_for_the_whole_evaluation_set(bundled):
+    """A model trained with --first-location random is scored the same at any batch size, and
+    evaluate.py's --seed moves where its first glimpses fall."""
+    from glimpse.canvas import fixed_canvas_set
+    from glimpse.inference import predict_probabilities
+    from glimpse.training.config import resolve_config
+    from glimpse.training.learner import task_of
+
+    task = task_of(resolve_config({"first_location": "random"}))
+    canvases = fixed_canvas_set(bundled.test.images[:60], bundled.test.labels[:60], task["canvas_size"],
+                                task["n_clutter"], task["centred_digit"], seed=0)
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(glimpse_size=task["glimpse_size"], n_scales=task["n_scales"],
+                                              n_glimpses=task["n_glimpses"]))
+    whole = predict_probabilities("ram", model, task, canvases.images, batch_size=60)
+    torch.testing.assert_close(predict_probabilities("ram", model, task, canvases.images, batch_size=7), whole)
+    assert not torch.allclose(predict_probabilities("ram", model, task, canvases.images, batch_size=60, seed=1), whole)
