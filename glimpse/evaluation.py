@@ -74,7 +74,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     else:
         policy = "deterministic (policy mean)" if kind == "ram" else "deterministic"
     if kind == "ram" and task.get("first_location") == "random":
-        policy += f", first glimpses at random (seed {seed})"
+        seeds = f"seeds {seed}..{seed + samples - 1}, one per trajectory" if samples > 1 else f"seed {seed}"
+        policy += f", first glimpses at random ({seeds})"
     return {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
             "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
             "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),

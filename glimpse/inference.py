@@ -54,23 +54,22 @@ def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.nd
     """Class probabilities (N, C) for (N, H, W) uint8 canvases.
 
     Hard models follow the policy mean (deterministic) unless ``n_samples`` > 0, in which case
-    the probabilities of that many sampled trajectories are averaged (reported as such).
+    the probabilities of that many sampled trajectories are averaged (reported as such). Where
+    the task starts at a random first glimpse, trajectory k starts at the draw of seed + k.
     """
     model.eval()
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
-    first_all = first_glimpses(task, len(images), seed) if kind == "ram" else None
+    n_trajectories = max(n_samples, 1)
+    firsts = [first_glimpses(task, len(images), seed + k) if kind == "ram" else None for k in range(n_trajectories)]
     outputs = []
     for start in range(0, len(images), batch_size):
         batch = images[start:start + batch_size]
         if kind == "ram":
-            first = None if first_all is None else first_all[start:start + batch_size]
-            if n_samples > 0:
-                probs = sum(torch.softmax(ram_episodes(model, task, batch, sample=True, generator=generator,
-                                                       first_locations=first).logits, -1)
-                            for _ in range(n_samples)) / n_samples
-            else:
-                probs = torch.softmax(ram_episodes(model, task, batch, first_locations=first).logits, -1)
+            probs = sum(torch.softmax(ram_episodes(
+                model, task, batch, sample=n_samples > 0, generator=generator if n_samples > 0 else None,
+                first_locations=None if first is None else first[start:start + batch_size]).logits, -1)
+                for first in firsts) / n_trajectories
         else:
             probs = torch.softmax(model(canvases_to_tensor(batch).to(device))["logits"], -1)
         outputs.append(probs.cpu())
