@@ -2,8 +2,9 @@
 
     python scripts/checkpoint_table.py --data-dir ../shared/datasets
 
-Test error by the same code as evaluate.py (deterministic), training time as recorded in the
-checkpoint (this machine, 2 CPU cores), and the command that trained it.
+Test error by the same code as evaluate.py (deterministic; for RAM also averaged over --samples
+sampled trajectories, as `evaluate.py --samples`), training time as recorded in the checkpoint
+(this machine, 2 CPU cores), and the command that trained it.
 """
 from __future__ import annotations
 
@@ -48,20 +49,27 @@ def command(config: dict) -> str:
     return "python train.py " + " ".join(parts)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
-    args = parser.parse_args()
+    parser.add_argument("--samples", type=int, default=10,
+                        help="also score hard models averaging this many sampled trajectories (0: skip)")
+    args = parser.parse_args(argv)
     rows = []
     for path in sorted(args.checkpoints.glob("*.pt")):
         result = evaluate_checkpoint(path, data_dir=args.data_dir, progress=False)
         published, target = REFERENCE.get(path.stem, ("-", "-"))
         minutes = (result["train_seconds"] or 0) / 60
-        rows.append(f"| `{path.name}` | {100 * result['error']:.2f} | {target} | {published} | {minutes:.0f} min | "
-                    f"`{command(result['train_config'])}` |")
-    print("| checkpoint | test error % (evaluate.py) | target % | published % | training time | command |")
-    print("|---|---|---|---|---|---|")
+        averaged = "-"
+        if result["kind"] == "ram" and args.samples:
+            sampled = evaluate_checkpoint(path, data_dir=args.data_dir, samples=args.samples, progress=False)
+            averaged = f"{100 * sampled['error']:.2f}"
+        rows.append(f"| `{path.name}` | {100 * result['error']:.2f} | {averaged} | {target} | {published} | "
+                    f"{minutes:.0f} min | `{command(result['train_config'])}` |")
+    print(f"| checkpoint | test error % (evaluate.py) | RAM, {args.samples} trajectories averaged % | target % | "
+          "published % | training time | command |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -170,3 +170,24 @@ def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
     for argv, match in cases:
         assert evaluate.main(argv) == 2, argv
         assert match in capsys.readouterr().err
+
+
+def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_path, capsys):
+    """scripts/checkpoint_table.py (the README's results table): evaluate.py's deterministic error,
+    RAM's error averaged over sampled trajectories, the target and the command that trained it."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "checkpoint_table.py"
+    spec = importlib.util.spec_from_file_location("checkpoint_table", script)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    shutil.copy(hard_checkpoint, tmp_path / "ram-cluttered60.pt")
+    table.main(["--checkpoints", str(tmp_path), "--data-dir", "bundled", "--samples", "2"])
+    row = capsys.readouterr().out.strip().splitlines()[-1].split(" | ")
+    deterministic = 100 * (1 - load_checkpoint(hard_checkpoint)["test_accuracy"])
+    assert row[0] == "| `ram-cluttered60.pt`"
+    assert float(row[1]) == pytest.approx(deterministic, abs=0.006)
+    assert 0 <= float(row[2]) <= 100 and row[3] == "<= 4.5"
+    assert row[-1].startswith("`python train.py --mode hard --preset cluttered60") and "--max-steps" not in row[-1]
