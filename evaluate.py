@@ -30,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="without --images: the fixed test set, or the validation set used for model selection")
     parser.add_argument("--samples", type=int, default=0,
                         help="hard models: average this many sampled trajectories instead of following the policy mean")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sampled trajectories (--samples) and of where the first glimpses fall for a model trained with --first-location random")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the sampled trajectories (--samples) and of where the first glimpses fall "
+                             "for a model trained with --first-location random")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py), for the test canvases")
     parser.add_argument("--json", action="store_true", help="make the last line of stdout a JSON object")
