@@ -111,6 +111,16 @@ def test_train_bad_input_exits_2(argv, match, tmp_path, capsys):
     assert match in capsys.readouterr().err
 
 
+def test_help_states_each_default_once(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train.main(["--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # unwrap argparse's line breaks
+    assert "(default: None)" not in text  # the parser's placeholder, not a real default
+    assert "--read-size READ_SIZE draw: side N of the N x N filterbank read (default: 12) --" in text
+    assert "(default: $GLIMPSE_DATA, ./data, download, bundled subset) --run-dir" in text
+
+
 def test_existing_run_is_not_overwritten(tmp_path, capsys):
     args = ["--preset", "mnist28", "--max-steps", "2", "--batch-size", "32"]
     assert run_train(tmp_path, "same", *args)[0] == 0

@@ -49,6 +49,9 @@ class TrainConfig:
     baseline_weight: float = _opt(1.0, "hard: weight of the baseline's squared error")
     # soft attention
     read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
+    draw_glimpse_network: bool = _opt(False, "draw: pass each read, and the filterbank parameters it was taken "
+                                      "with, through RAM's glimpse network (ReLU what and where pathways) before "
+                                      "the LSTM; off: the paper's LSTM on the raw read")
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))
@@ -122,11 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Train hard (RAM) or soft (DRAW, Show-Attend-Tell) visual attention on cluttered MNIST, "
                     "or a full-image baseline (FC, conv net).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for f in fields(TrainConfig):
         flag = f"--{f.name.replace('_', '-')}"
-        kwargs = dict(default=None, help=f.metadata["help"] + f" (default: {f.default})")
+        help = f.metadata["help"]  # defaults are None here (so presets can fill in): state the real one
+        kwargs = dict(default=None, help=help if "(default:" in help else f"{help} (default: {f.default})")
         if f.name == "preset":
             kwargs["choices"] = sorted(PRESETS)
         elif f.metadata.get("choices"):
