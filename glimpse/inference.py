@@ -26,18 +26,26 @@ def hard_env(task: dict, num_envs: int) -> ClutteredMNISTVectorEnv:
 
 def ram_episodes(model: nn.Module, task: dict, images: np.ndarray, labels: np.ndarray | None = None, *,
                  sample: bool = False, generator: torch.Generator | None = None,
-                 record_glimpses: bool = False, first_locations: np.ndarray | None = None) -> Rollout:
+                 record_glimpses: bool = False, first_locations: np.ndarray | None = None,
+                 location_noise: torch.Tensor | None = None) -> Rollout:
     """One RAM episode per canvas, through the env (``labels`` only matter for the reward).
 
     ``first_locations`` (N, 2) overrides where the first glimpses fall; by default the task's
-    rule applies ("random" ones drawn from seed 0)."""
+    rule applies ("random" ones drawn from seed 0). ``location_noise`` (N, T-1, 2), if given, is
+    the standard normal noise of each sampled location, step by step, instead of ``generator``."""
     labels = np.zeros(len(images), np.int64) if labels is None else np.asarray(labels, np.int64)
     env = hard_env(task, len(images))
     options = {"images": images, "labels": labels}
     if first_locations is not None:
         options["first_location"] = first_locations
+    noise = None
+    if location_noise is not None:
+        steps = iter(location_noise.unbind(1))
+
+        def noise(mean: torch.Tensor) -> torch.Tensor:  # called once per sampled step, in order
+            return next(steps).to(mean.device, mean.dtype)
     return run_episodes(model, env, sample=sample, generator=generator, seed=0, options=options,
-                        record_glimpses=record_glimpses)
+                        record_glimpses=record_glimpses, noise=noise)
 
 
 def first_glimpses(task: dict, n: int, seed: int) -> np.ndarray | None:
@@ -54,22 +62,25 @@ def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.nd
     """Class probabilities (N, C) for (N, H, W) uint8 canvases.
 
     Hard models follow the policy mean (deterministic) unless ``n_samples`` > 0, in which case
-    the probabilities of that many sampled trajectories are averaged (reported as such). Where
-    the task starts at a random first glimpse, trajectory k starts at the draw of seed + k.
+    the probabilities of that many sampled trajectories are averaged (reported as such).
+    Trajectory k draws its randomness for the whole set from seed + k (where a random first
+    glimpse falls, and the noise of each sampled location), so scores do not depend on
+    ``batch_size``.
     """
     model.eval()
     device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
     n_trajectories = max(n_samples, 1)
     firsts = [first_glimpses(task, len(images), seed + k) if kind == "ram" else None for k in range(n_trajectories)]
+    noises = [torch.randn((len(images), task["n_glimpses"] - 1, 2), generator=torch.Generator().manual_seed(seed + k))
+              if kind == "ram" and n_samples > 0 else None for k in range(n_trajectories)]
     outputs = []
     for start in range(0, len(images), batch_size):
-        batch = images[start:start + batch_size]
+        batch, part = images[start:start + batch_size], slice(start, start + batch_size)
         if kind == "ram":
             probs = sum(torch.softmax(ram_episodes(
-                model, task, batch, sample=n_samples > 0, generator=generator if n_samples > 0 else None,
-                first_locations=None if first is None else first[start:start + batch_size]).logits, -1)
-                for first in firsts) / n_trajectories
+                model, task, batch, sample=n_samples > 0, first_locations=None if first is None else first[part],
+                location_noise=None if noise is None else noise[part]).logits, -1)
+                for first, noise in zip(firsts, noises)) / n_trajectories
         else:
             probs = torch.softmax(model(canvases_to_tensor(batch).to(device))["logits"], -1)
         outputs.append(probs.cpu())

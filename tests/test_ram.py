@@ -170,3 +170,28 @@ def test_random_first_glimpses_are_seeded_once_for_the_whole_evaluation_set(bund
     whole = predict_probabilities("ram", model, task, canvases.images, batch_size=60)
     torch.testing.assert_close(predict_probabilities("ram", model, task, canvases.images, batch_size=7), whole)
     assert not torch.allclose(predict_probabilities("ram", model, task, canvases.images, batch_size=60, seed=1), whole)
+
+
+@pytest.mark.parametrize("first_location", ["centre", "random"])
+def test_sampled_trajectories_do_not_depend_on_the_batch_size(bundled, first_location):
+    """evaluate.py --samples M: trajectory k draws all its noise for the whole set from seed + k."""
+    from glimpse.canvas import fixed_canvas_set
+    from glimpse.inference import predict_probabilities
+    from glimpse.training.config import resolve_config
+    from glimpse.training.learner import task_of
+
+    task = task_of(resolve_config({"first_location": first_location}))
+    canvases = fixed_canvas_set(bundled.test.images[:50], bundled.test.labels[:50], task["canvas_size"],
+                                task["n_clutter"], task["centred_digit"], seed=0)
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(glimpse_size=task["glimpse_size"], n_scales=task["n_scales"],
+                                              n_glimpses=task["n_glimpses"], location_std=0.3))
+
+    def score(batch_size, seed=0):
+        return predict_probabilities("ram", model, task, canvases.images, batch_size, n_samples=3, seed=seed)
+
+    whole = score(50)
+    torch.testing.assert_close(score(8), whole)
+    assert not torch.allclose(score(50, seed=1), whole)
+    deterministic = predict_probabilities("ram", model, task, canvases.images, 50)
+    assert not torch.allclose(whole, deterministic)  # the samples really are sampled
