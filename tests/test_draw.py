@@ -8,12 +8,10 @@ from glimpse.models.draw import DRAWClassifier, DRAWConfig
 from glimpse.models.filterbank import FilterbankParams, filterbank_matrices, read
 
 
-@pytest.mark.parametrize("glimpse_network", [False, True])
 @pytest.mark.parametrize("size,steps,n", [(60, 8, 12), (100, 3, 10)])
-def test_output_shapes(size, steps, n, glimpse_network):
+def test_output_shapes(size, steps, n):
     torch.manual_seed(0)
-    model = DRAWClassifier(DRAWConfig(canvas_size=size, n_glimpses=steps, read_size=n,
-                                      glimpse_network=glimpse_network))
+    model = DRAWClassifier(DRAWConfig(canvas_size=size, n_glimpses=steps, read_size=n))
     out = model(torch.rand(2, 1, size, size))
     assert set(out) == {"logits", "centre", "stride", "sigma2", "gamma", "reads"}
     assert out["logits"].shape == (2, 10) and out["centre"].shape == (2, steps, 2)
@@ -65,33 +63,18 @@ def test_returned_parameters_reproduce_the_reads():
         torch.testing.assert_close(again, out["reads"][:, t])
 
 
-@pytest.mark.parametrize("glimpse_network", [False, True])
-def test_gradients_reach_the_attention_layer(glimpse_network):
+def test_gradients_reach_the_attention_layer():
     torch.manual_seed(0)
-    model = build_model("draw", dict(canvas_size=60, n_glimpses=3, glimpse_network=glimpse_network))
+    model = build_model("draw", dict(canvas_size=60, n_glimpses=3))
     F.cross_entropy(model(torch.rand(4, 1, 60, 60))["logits"], torch.arange(4)).backward()
     # every one of the 5 attention outputs gets a gradient (bias) and so do its weights
     assert (model.attention.bias.grad.abs() > 0).all(), model.attention.bias.grad
     assert (model.attention.weight.grad.abs().sum(1) > 0).all()
-    if glimpse_network:  # both pathways learn: what (the read) and where (all 5 filterbank parameters)
-        assert (model.glimpse_network.what.weight.grad.abs().sum(0) > 0).all()
-        assert (model.glimpse_network.where.weight.grad.abs().sum(0) > 0).all()
 
 
-def test_glimpse_network_reads_the_patch_and_where_it_was_taken():
-    """With the glimpse network the LSTM sees an encoding of (read, parameters), not the raw read."""
+def test_batch_elements_are_independent():
     torch.manual_seed(0)
-    plain = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=2))
-    encoded = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=2, glimpse_network=True))
-    assert plain.glimpse_network is None and plain.cell.input_size == 12 * 12
-    assert encoded.cell.input_size == encoded.config.hidden_size
-    assert encoded.glimpse_network.what.in_features == 144 and encoded.glimpse_network.where.in_features == 5
-
-
-@pytest.mark.parametrize("glimpse_network", [False, True])
-def test_batch_elements_are_independent(glimpse_network):
-    torch.manual_seed(0)
-    model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=3, glimpse_network=glimpse_network)).eval()
+    model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=3)).eval()
     images = torch.rand(3, 1, 60, 60)
     with torch.no_grad():
         together = model(images)["logits"]

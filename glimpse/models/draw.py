@@ -3,10 +3,6 @@
 An LSTM that at each of T steps chooses a filterbank read from its previous state, reads an
 N x N patch from the whole canvas through it, and updates its state; the class comes from the
 final state. Attention is soft: every parameter of the read gets an exact gradient.
-
-Optionally (``glimpse_network``) each read and the five filterbank parameters it was taken with
-go through RAM's glimpse network first, which makes this the "differentiable RAM" of the paper's
-title with RAM's what/where pathways; off, the LSTM reads the raw patch as in the paper.
 No training logic here: the trainer applies the loss to ``logits``.
 """
 from __future__ import annotations
@@ -18,20 +14,17 @@ import torch
 from torch import nn
 
 from glimpse.models.filterbank import attention_params, filterbank_matrices, read
-from glimpse.models.ram.glimpse_network import GlimpseNetwork
 
 
 @dataclass
 class DRAWConfig:
-    """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T;
-    glimpse_network: encode (read, filterbank parameters) with RAM's glimpse network before the LSTM."""
+    """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T."""
 
     canvas_size: int = 60
     read_size: int = 12
     n_glimpses: int = 8
     hidden_size: int = 256
     n_classes: int = 10
-    glimpse_network: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -45,9 +38,7 @@ class DRAWClassifier(nn.Module):
         super().__init__()
         self.config = config
         n, size = config.read_size, config.canvas_size
-        self.glimpse_network = (GlimpseNetwork(1, n, output_size=config.hidden_size, location_size=5)
-                                if config.glimpse_network else None)
-        self.cell = nn.LSTMCell(config.hidden_size if config.glimpse_network else n * n, config.hidden_size)
+        self.cell = nn.LSTMCell(n * n, config.hidden_size)
         self.attention = nn.Linear(config.hidden_size, 5)
         self.classifier = nn.Linear(config.hidden_size, config.n_classes)
         # Step 1 (h = 0) reads the bias alone: centred (g~ = 0), grid over the whole canvas
@@ -69,14 +60,10 @@ class DRAWClassifier(nn.Module):
         c = canvas.new_zeros(batch, self.config.hidden_size)
         records = {"centre": [], "stride": [], "sigma2": [], "gamma": [], "reads": []}
         for _ in range(self.config.n_glimpses):
-            raw = self.attention(h)
-            params = attention_params(raw, size, size, self.config.read_size)
+            params = attention_params(self.attention(h), size, size, self.config.read_size)
             f_x, f_y = filterbank_matrices(params, size, size, self.config.read_size)
             patch = read(canvas, f_x, f_y, params.gamma)
-            # where = the raw (g~X, g~Y, log sigma^2, log delta~, log gamma): what the read means
-            # depends on its zoom as well as its centre. Soft attention: no detach.
-            features = patch.flatten(1) if self.glimpse_network is None else self.glimpse_network(patch[:, None], raw)
-            h, c = self.cell(features, (h, c))  # input: the read; recurrence: h_{t-1}
+            h, c = self.cell(patch.flatten(1), (h, c))  # input: the patch; recurrence: h_{t-1}
             for key, value in (("centre", params.centre), ("stride", params.stride), ("sigma2", params.sigma2),
                                ("gamma", params.gamma), ("reads", patch)):
                 records[key].append(value)

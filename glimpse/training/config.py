@@ -49,9 +49,6 @@ class TrainConfig:
     baseline_weight: float = _opt(1.0, "hard: weight of the baseline's squared error")
     # soft attention
     read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
-    draw_glimpse_network: bool = _opt(False, "draw: pass each read, and the filterbank parameters it was taken "
-                                      "with, through RAM's glimpse network (ReLU what and where pathways) before "
-                                      "the LSTM; off: the paper's LSTM on the raw read")
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))

@@ -21,7 +21,7 @@ def soft_model_config(config: TrainConfig) -> dict:
         return dict(canvas_size=config.canvas_size, hidden_size=config.hidden_size)
     if config.soft_arch == "draw":
         return dict(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
-                    hidden_size=config.hidden_size, glimpse_network=config.draw_glimpse_network)
+                    hidden_size=config.hidden_size)
     return dict(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size)
 
 
