@@ -1,0 +1,92 @@
+"""Did the attention find the digit? Where a model looked, step by step, against where the digit is.
+
+The canvas generator knows each digit's 28x28 box (``CanvasBatch.digit_xy``, its top-left
+pixel), so on the fixed test canvases we can measure what accuracy alone hides: whether a model
+errs because it never looked at the digit or because it misread a digit it found. Where a model
+looks at step t, in pixels:
+- RAM: the centre of glimpse t (deterministic: the policy mean, as evaluate.py scores it);
+- DRAW: the centre of the filterbank grid of read t;
+- Show-Attend-Tell: the attention-weighted mean of the centres of its feature cells at step t.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from glimpse.canvas import DIGIT_SIZE
+from glimpse.coords import unit_to_pixels
+from glimpse.inference import canvases_to_tensor, first_glimpses, ram_episodes
+
+
+@torch.no_grad()
+def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(N, H, W) uint8 canvases -> (centres (N, T, 2) pixel (x, y) of each step, predictions (N,)).
+
+    ``seed`` places random first glimpses as ``evaluate.py --seed`` does."""
+    model.eval()
+    size = task["canvas_size"]
+    device = next(model.parameters()).device
+    firsts = first_glimpses(task, len(images), seed) if kind == "ram" else None
+    centres, predictions = [], []
+    for start in range(0, len(images), batch_size):
+        batch = images[start:start + batch_size]
+        if kind == "ram":
+            rollout = ram_episodes(model, task, batch, first_locations=None if firsts is None
+                                   else firsts[start:start + batch_size])
+            centre, logits = unit_to_pixels(rollout.locations.cpu(), size), rollout.logits
+        elif kind in ("draw", "sat"):
+            out = model(canvases_to_tensor(batch).to(device))
+            logits = out["logits"]
+            if kind == "draw":
+                centre = unit_to_pixels(out["centre"].cpu(), size)
+            else:  # alpha (B, T, gh, gw) over cells tiling the canvas
+                alpha = out["alpha"].cpu()
+                rows, cols = alpha.shape[-2:]
+                cell_y = (torch.arange(rows) + 0.5) * (size / rows)
+                cell_x = (torch.arange(cols) + 0.5) * (size / cols)
+                centre = torch.stack([(alpha.sum(-2) * cell_x).sum(-1), (alpha.sum(-1) * cell_y).sum(-1)], -1)
+        else:
+            raise ValueError(f"a {kind} model reads the whole canvas: there is no attention to locate")
+        centres.append(centre.numpy())
+        predictions.append(logits.argmax(-1).cpu().numpy())
+    return np.concatenate(centres), np.concatenate(predictions)
+
+
+def localisation_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.ndarray, labels: np.ndarray,
+                         radius: float) -> dict:
+    """centres (N, T, 2) pixels, digit_xy (N, 2) top-left of each digit's box -> a summary dict.
+
+    A canvas counts as *found* when some step looked within ``radius`` pixels of the digit's
+    centre. Per step: the median distance and the fraction of canvases looked at within the radius;
+    overall: the error where the digit was found and where it was not (None where no canvas)."""
+    distance = np.linalg.norm(centres - (digit_xy + DIGIT_SIZE / 2)[:, None, :], axis=-1)  # (N, T)
+    found = (distance <= radius).any(1)
+    wrong = predictions != labels
+
+    def error(mask):
+        return float(wrong[mask].mean()) if mask.any() else None
+
+    return {"n": int(len(labels)), "radius": float(radius), "error": float(wrong.mean()),
+            "median_distance_per_step": np.median(distance, 0).round(2).tolist(),
+            "within_radius_per_step": (distance <= radius).mean(0).round(4).tolist(),
+            "found": float(found.mean()), "error_when_found": error(found), "error_when_not_found": error(~found),
+            "share_of_errors_not_found": float((wrong & ~found).sum() / max(wrong.sum(), 1))}
+
+
+def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test", radius: float = 10.0,
+                        seed: int = 0, batch_size: int = 500) -> dict:
+    """:func:`localisation_summary` of a checkpoint on its fixed test (or validation) canvases."""
+    from glimpse.data import load_mnist
+    from glimpse.evaluation import fixed_set
+    from glimpse.training.checkpoint import load_model
+
+    if not radius > 0 or batch_size < 1:
+        raise ValueError("--radius must be > 0 and --batch-size >= 1")
+    model, payload = load_model(checkpoint)
+    task, kind = payload["task"], payload["kind"]
+    canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split)
+    centres, predictions = attention_centres(kind, model, task, canvases.images, batch_size, seed)
+    summary = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, radius)
+    return {"checkpoint": str(checkpoint), "kind": kind, "split": split, **summary}

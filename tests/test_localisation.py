@@ -1,0 +1,91 @@
+"""glimpse/localisation.py and scripts/localisation.py: where a model looked against where the digit is."""
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train
+from glimpse.canvas import fixed_canvas_set
+from glimpse.localisation import attention_centres, localisation_summary
+from glimpse.models import build_model
+from glimpse.training.config import resolve_config
+from glimpse.training.learner import task_of
+
+SCRIPT = importlib.util.spec_from_file_location(
+    "localisation_script", Path(__file__).resolve().parents[1] / "scripts" / "localisation.py")
+
+
+def test_summary_by_hand():
+    # two canvases, two steps; digits' boxes at (0, 0) and (30, 10): centres (14, 14) and (44, 24)
+    digit_xy = np.array([[0, 0], [30, 10]])
+    centres = np.array([[[14.0, 14.0], [20.0, 14.0]],    # on the digit, then 6 px right of it
+                        [[0.0, 24.0], [44.0, 36.0]]])    # 44 px left, then 12 px below
+    summary = localisation_summary(centres, digit_xy, predictions=np.array([3, 5]), labels=np.array([3, 7]),
+                                   radius=10)
+    assert summary["median_distance_per_step"] == [22.0, 9.0]
+    assert summary["within_radius_per_step"] == [0.5, 0.5]
+    assert summary["found"] == 0.5 and summary["error"] == 0.5
+    assert summary["error_when_found"] == 0.0 and summary["error_when_not_found"] == 1.0
+    assert summary["share_of_errors_not_found"] == 1.0
+    assert localisation_summary(centres, digit_xy, np.array([3, 5]), np.array([3, 7]), radius=13)["found"] == 1.0
+
+
+@pytest.mark.parametrize("kind", ["ram", "draw", "sat"])
+def test_centres_are_in_pixels_one_per_step(kind, bundled):
+    config = resolve_config({"mode": "hard" if kind == "ram" else "soft", "soft_arch": kind if kind != "ram" else "sat"})
+    task = task_of(config)
+    canvases = fixed_canvas_set(bundled.test.images[:9], bundled.test.labels[:9], 60, 4, False, seed=0)
+    torch.manual_seed(0)
+    model_config = dict(canvas_size=60, n_glimpses=config.n_glimpses) if kind != "ram" else dict(n_glimpses=6)
+    model = build_model(kind, model_config)
+    centres, predictions = attention_centres(kind, model, task, canvases.images, batch_size=4)
+    assert centres.shape == (9, config.n_glimpses, 2) and predictions.shape == (9,)
+    assert (centres >= 0).all() and (centres <= 60).all()
+    if kind in ("ram", "draw"):  # both start at the canvas centre
+        np.testing.assert_allclose(centres[:, 0], 30.0, atol=1e-4)
+
+
+def test_uniform_attention_is_centred():
+    """Show-Attend-Tell: equal weight on every cell looks at the canvas centre."""
+    class Uniform(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, images):
+            return {"logits": torch.zeros(len(images), 10), "alpha": torch.full((len(images), 2, 5, 5), 1 / 25)}
+
+    centres, _ = attention_centres("sat", Uniform(), {"canvas_size": 60}, np.zeros((3, 60, 60), np.uint8))
+    np.testing.assert_allclose(centres, 30.0, atol=1e-5)
+
+
+def test_full_image_models_are_refused():
+    with pytest.raises(ValueError, match="no attention"):
+        attention_centres("cnn", build_model("cnn", dict(canvas_size=60)), {"canvas_size": 60},
+                          np.zeros((2, 60, 60), np.uint8))
+
+
+@pytest.fixture(scope="module")
+def script():
+    module = importlib.util.module_from_spec(SCRIPT)
+    SCRIPT.loader.exec_module(module)
+    return module
+
+
+def test_script_on_a_checkpoint(script, tmp_path, capsys):
+    assert train.main(["--data-dir", "bundled", "--threads", "1", "--image-every", "0", "--run-dir", str(tmp_path),
+                       "--run-name", "d", "--mode", "soft", "--soft-arch", "draw", "--max-steps", "2",
+                       "--batch-size", "16"]) == 0
+    checkpoint = str(tmp_path / "d" / "best.pt")
+    capsys.readouterr()
+    assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(out[-1])
+    assert result["kind"] == "draw" and result["n"] == 2000 and 0 <= result["found"] <= 1
+    assert len(result["median_distance_per_step"]) == 6 and out[1].startswith("| step |")
+    assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--radius", "0"]) == 2
+    assert "radius" in capsys.readouterr().err
+    assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--data-dir", "bundled"]) == 2
