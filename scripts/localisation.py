@@ -1,12 +1,14 @@
 """Did the attention find the digit? Where a checkpoint looked, against where the digit was.
 
     python scripts/localisation.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir ../shared/datasets
+    python scripts/localisation.py --checkpoint checkpoints/*-cluttered*.pt --data-dir ../shared/datasets
+
 
 On the fixed test canvases (the ones evaluate.py scores), for RAM, DRAW and Show-Attend-Tell
 checkpoints: at each step, the median distance in pixels from where the model looked to the
 digit's centre and the share of canvases looked at within --radius of it; then how many canvases
 had some step within the radius ("found"), and the test error where the digit was found and where
-it was not. See glimpse/localisation.py for what "where it looked" means for each model.
+it was not; with several checkpoints, one table row each. See glimpse/localisation.py for what "where it looked" means for each model.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
@@ -28,23 +30,8 @@ def percent(value) -> str:
     return "-" if value is None else f"{100 * value:.2f} %"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="a RAM, DRAW or Show-Attend-Tell checkpoint")
-    parser.add_argument("--radius", type=float, default=10.0,
-                        help="pixels from the digit's centre that count as looking at it (the digit is 28x28)")
-    parser.add_argument("--split", choices=("test", "val"), default="test")
-    parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")
-    parser.add_argument("--batch-size", type=int, default=500)
-    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
-    parser.add_argument("--json", action="store_true", help="make the last line of stdout a JSON object")
-    args = parser.parse_args(argv)
-    try:
-        result = localise_checkpoint(args.checkpoint, data_dir=args.data_dir, split=args.split, radius=args.radius,
-                                     seed=args.seed, batch_size=args.batch_size)
-    except (ValueError, DataError, CheckpointError) as exc:
-        return fail(exc)
-    print(f"{Path(args.checkpoint).name} ({result['kind']}), {result['n']} {args.split} canvases, "
+def print_steps(result: dict, args) -> None:
+    print(f"{Path(result['checkpoint']).name} ({result['kind']}), {result['n']} {args.split} canvases, "
           f"error {percent(result['error'])}")
     print("| step | median distance to the digit (px) | within %g px |" % args.radius)
     print("|---|---|---|")
@@ -54,8 +41,43 @@ def main(argv: list[str] | None = None) -> int:
     print(f"found (some step within {args.radius:g} px): {percent(result['found'])} of canvases; error where found "
           f"{percent(result['error_when_found'])}, where not {percent(result['error_when_not_found'])}; "
           f"{percent(result['share_of_errors_not_found'])} of the errors are on canvases where it never found the digit")
+
+
+def print_table(results: list[dict], radius: float) -> None:
+    print(f"| checkpoint | test error | digit found (a step within {radius:g} px) | median distance at the last step "
+          "(px) | error where found | error where not found | errors where never found |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| `{Path(r['checkpoint']).name}` | {percent(r['error'])} | {percent(r['found'])} | "
+              f"{r['median_distance_per_step'][-1]:.1f} | {percent(r['error_when_found'])} | "
+              f"{percent(r['error_when_not_found'])} | {percent(r['share_of_errors_not_found'])} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, nargs="+",
+                        help="RAM, DRAW or Show-Attend-Tell checkpoints (several: a summary table)")
+    parser.add_argument("--radius", type=float, default=10.0,
+                        help="pixels from the digit's centre that count as looking at it (the digit is 28x28)")
+    parser.add_argument("--split", choices=("test", "val"), default="test")
+    parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
+    parser.add_argument("--json", action="store_true", help="make the last line of stdout JSON: an object (a list of them for several checkpoints)")
+    args = parser.parse_args(argv)
+    results = []
+    for checkpoint in args.checkpoint:
+        try:
+            results.append(localise_checkpoint(checkpoint, data_dir=args.data_dir, split=args.split,
+                                               radius=args.radius, seed=args.seed, batch_size=args.batch_size))
+        except (ValueError, DataError, CheckpointError) as exc:
+            return fail(exc)
+    if len(results) == 1:
+        print_steps(results[0], args)
+    else:
+        print_table(results, args.radius)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(results[0] if len(results) == 1 else results))
     return 0
 
 

@@ -86,6 +86,10 @@ def test_script_on_a_checkpoint(script, tmp_path, capsys):
     result = json.loads(out[-1])
     assert result["kind"] == "draw" and result["n"] == 2000 and 0 <= result["found"] <= 1
     assert len(result["median_distance_per_step"]) == 6 and out[1].startswith("| step |")
+    assert script.main(["--checkpoint", checkpoint, checkpoint, "--data-dir", "bundled", "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("| checkpoint |") and len(out) == 5  # header, rule, a row each, JSON
+    assert json.loads(out[-1]) == [result, result]
     assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--radius", "0"]) == 2
     assert "radius" in capsys.readouterr().err
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--data-dir", "bundled"]) == 2
