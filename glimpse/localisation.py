@@ -18,13 +18,18 @@ from glimpse.canvas import DIGIT_SIZE
 from glimpse.coords import unit_to_pixels
 from glimpse.inference import canvases_to_tensor, first_glimpses, ram_episodes
 
+# A step "found" the digit within this many pixels of its centre: the digit is 28x28, so RAM's
+# finest 12x12 scale then holds part of it, and DRAW's read at a typical final stride all of it.
+DEFAULT_RADIUS = 10.0
+
 
 @torch.no_grad()
 def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
-                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                      seed: int = 0, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """(N, H, W) uint8 canvases -> (centres (N, T, 2) pixel (x, y) of each step, predictions (N,)).
 
-    ``seed`` places random first glimpses as ``evaluate.py --seed`` does."""
+    The predictions are evaluate.py's (deterministic); ``seed`` places random first glimpses as
+    ``evaluate.py --seed`` does. ``progress``: a tqdm bar to advance by each batch."""
     model.eval()
     size = task["canvas_size"]
     device = next(model.parameters()).device
@@ -51,6 +56,8 @@ def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarra
             raise ValueError(f"a {kind} model reads the whole canvas: there is no attention to locate")
         centres.append(centre.numpy())
         predictions.append(logits.argmax(-1).cpu().numpy())
+        if progress is not None:
+            progress.update(len(batch))
     return np.concatenate(centres), np.concatenate(predictions)
 
 
@@ -75,8 +82,8 @@ def localisation_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions:
             "share_of_errors_not_found": float((wrong & ~found).sum() / max(wrong.sum(), 1))}
 
 
-def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test", radius: float = 10.0,
-                        seed: int = 0, batch_size: int = 500) -> dict:
+def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test",
+                        radius: float = DEFAULT_RADIUS, seed: int = 0, batch_size: int = 500) -> dict:
     """:func:`localisation_summary` of a checkpoint on its fixed test (or validation) canvases."""
     from glimpse.data import load_mnist
     from glimpse.evaluation import fixed_set

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from glimpse.cli import fail  # noqa: E402
 from glimpse.data import DataError  # noqa: E402
-from glimpse.localisation import localise_checkpoint  # noqa: E402
+from glimpse.localisation import DEFAULT_RADIUS, localise_checkpoint  # noqa: E402
 from glimpse.training.checkpoint import CheckpointError  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, nargs="+",
                         help="RAM, DRAW or Show-Attend-Tell checkpoints (several: a summary table)")
-    parser.add_argument("--radius", type=float, default=10.0,
+    parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,
                         help="pixels from the digit's centre that count as looking at it (the digit is 28x28)")
     parser.add_argument("--split", choices=("test", "val"), default="test")
     parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")

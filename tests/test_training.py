@@ -37,7 +37,15 @@ def test_hard_attention_learns_well_above_chance(tmp_path, capsys):
     best = load_checkpoint(run / "best.pt")
     assert best["test_accuracy"] > 0.6, best["test_accuracy"]  # chance is 0.1
     assert "bundled" in best["data_source"]
-    assert list(run.glob("events.out.tfevents.*"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run))
+    events.Reload()
+    val = [e.value for e in events.Scalars("charts/val_accuracy")]
+    assert len(val) == 6 and max(val) == pytest.approx(best["best_val_accuracy"])
+    found = [e.value for e in events.Scalars("charts/val_digit_found")]  # did it look at the digit?
+    assert len(found) == 6 and all(0 <= f <= 1 for f in found)
+    assert len(events.Scalars("charts/val_distance_to_digit")) == 6
 
 
 def test_seeded_runs_reproduce(tmp_path):

@@ -25,6 +25,8 @@ from tqdm import tqdm
 from glimpse.data import MNISTSplits, load_mnist
 from glimpse.evaluation import fixed_set
 from glimpse.inference import predict_probabilities
+from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary
+from glimpse.models import HARD_KINDS, SOFT_KINDS
 from glimpse.training import distributed
 from glimpse.training.checkpoint import load_checkpoint, save_checkpoint
 from glimpse.training.config import TrainConfig
@@ -32,6 +34,7 @@ from glimpse.training.learner import Learner, make_learner
 from glimpse.training.tensorboard import NullLogger, RunLogger
 
 N_PICTURES = 8
+ATTENTION_KINDS = HARD_KINDS + SOFT_KINDS
 
 
 class TrainingDiverged(RuntimeError):
@@ -82,6 +85,21 @@ def accuracy(learner: Learner, images: np.ndarray, labels: np.ndarray, batch_siz
         probs = predict_probabilities(learner.kind, learner.model, learner.task, images, batch_size, progress=bar)
     learner.model.train()
     return float((probs.argmax(-1).numpy() == labels).mean())
+
+
+def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
+    """Validation accuracy and, for the attention models, whether they looked at the digit:
+    the share of canvases where some step came within DEFAULT_RADIUS pixels of its centre, and
+    the median distance at the last step (see glimpse/localisation.py). One pass serves both."""
+    if learner.kind not in ATTENTION_KINDS:
+        return {"charts/val_accuracy": accuracy(learner, canvases.images, canvases.labels, batch_size, "validate")}
+    with tqdm(total=len(canvases.images), desc="validate", leave=False, unit="img", disable=None) as bar:
+        centres, predictions = attention_centres(learner.kind, learner.model, learner.task, canvases.images,
+                                                 batch_size, progress=bar)
+    learner.model.train()
+    found = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
+    return {"charts/val_accuracy": 1 - found["error"], "charts/val_digit_found": found["found"],
+            "charts/val_distance_to_digit": found["median_distance_per_step"][-1]}
 
 
 def fixed_sets(task: dict, data: MNISTSplits):
@@ -202,8 +220,9 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 if not main:  # rank 0 validates and checkpoints; the others wait for it
                     distributed.barrier()
                     continue
-                val_acc = accuracy(learner, val_set.images, val_set.labels, config.eval_batch_size, "validate")
-                logger.scalars({"charts/val_accuracy": val_acc, "charts/val_error": 1 - val_acc}, done)
+                val_scalars = validate(learner, val_set, config.eval_batch_size)
+                val_acc = val_scalars["charts/val_accuracy"]
+                logger.scalars({**val_scalars, "charts/val_error": 1 - val_acc}, done)
                 history.append({"step": done, "epoch": done / steps_per_epoch, "val_accuracy": val_acc,
                                 "train_seconds": elapsed + (time.perf_counter() - t_start)})
                 logger.images(learner.pictures(*pictures), done)
