@@ -8,7 +8,8 @@ On the fixed test canvases (the ones evaluate.py scores), for RAM, DRAW and Show
 checkpoints: at each step, the median distance in pixels from where the model looked to the
 digit's centre and the share of canvases looked at within --radius of it; then how many canvases
 had some step within the radius ("found"), and the test error where the digit was found and where
-it was not; with several checkpoints, one table row each. See glimpse/localisation.py for what "where it looked" means for each model.
+it was not; with several checkpoints, one table row each. See glimpse/localisation.py for what
+"where it looked" means for each model.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
@@ -40,7 +41,8 @@ def print_steps(result: dict, args) -> None:
         print(f"| {step} | {median:.1f} | {100 * within:.1f} % |")
     print(f"found (some step within {args.radius:g} px): {percent(result['found'])} of canvases; error where found "
           f"{percent(result['error_when_found'])}, where not {percent(result['error_when_not_found'])}; "
-          f"{percent(result['share_of_errors_not_found'])} of the errors are on canvases where it never found the digit")
+          f"{percent(result['share_of_errors_not_found'])} of the errors are on canvases where it never found "
+          "the digit")
 
 
 def print_table(results: list[dict], radius: float) -> None:
@@ -63,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
-    parser.add_argument("--json", action="store_true", help="make the last line of stdout JSON: an object (a list of them for several checkpoints)")
+    parser.add_argument("--json", action="store_true",
+                        help="make the last line of stdout JSON: an object (a list of them for several checkpoints)")
     args = parser.parse_args(argv)
     results = []
     for checkpoint in args.checkpoint:

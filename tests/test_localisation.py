@@ -35,7 +35,7 @@ def test_summary_by_hand():
 
 @pytest.mark.parametrize("kind", ["ram", "draw", "sat"])
 def test_centres_are_in_pixels_one_per_step(kind, bundled):
-    config = resolve_config({"mode": "hard" if kind == "ram" else "soft", "soft_arch": kind if kind != "ram" else "sat"})
+    config = resolve_config({"mode": "hard"} if kind == "ram" else {"mode": "soft", "soft_arch": kind})
     task = task_of(config)
     canvases = fixed_canvas_set(bundled.test.images[:9], bundled.test.labels[:9], 60, 4, False, seed=0)
     torch.manual_seed(0)
