@@ -6,7 +6,8 @@ errs because it never looked at the digit or because it misread a digit it found
 looks at step t, in pixels:
 - RAM: the centre of glimpse t (deterministic: the policy mean, as evaluate.py scores it);
 - DRAW: the centre of the filterbank grid of read t;
-- Show-Attend-Tell: the attention-weighted mean of the centres of its feature cells at step t.
+- Show-Attend-Tell: the attention-weighted mean of the receptive-field centres of its feature
+  cells at step t.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from torch import nn
 from glimpse.canvas import DIGIT_SIZE
 from glimpse.coords import unit_to_pixels
 from glimpse.inference import canvases_to_tensor, first_glimpses, ram_episodes
+from glimpse.models.sat_encoder import ConvEncoder
 
 # A step "found" the digit within this many pixels of its centre: the digit is 28x28, so RAM's
 # finest 12x12 scale then holds part of it, and DRAW's read at a typical final stride all of it.
@@ -46,11 +48,9 @@ def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarra
             logits = out["logits"]
             if kind == "draw":
                 centre = unit_to_pixels(out["centre"].cpu(), size)
-            else:  # alpha (B, T, gh, gw) over cells tiling the canvas
+            else:  # alpha (B, T, gh, gw) over the encoder's grid of cells
                 alpha = out["alpha"].cpu()
-                rows, cols = alpha.shape[-2:]
-                cell_y = (torch.arange(rows) + 0.5) * (size / rows)
-                cell_x = (torch.arange(cols) + 0.5) * (size / cols)
+                cell_y, cell_x = (ConvEncoder.cell_centres(n) for n in alpha.shape[-2:])
                 centre = torch.stack([(alpha.sum(-2) * cell_x).sum(-1), (alpha.sum(-1) * cell_y).sum(-1)], -1)
         else:
             raise ValueError(f"a {kind} model reads the whole canvas: there is no attention to locate")

@@ -3,7 +3,6 @@
     python scripts/localisation.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir ../shared/datasets
     python scripts/localisation.py --checkpoint checkpoints/*-cluttered*.pt --data-dir ../shared/datasets
 
-
 On the fixed test canvases (the ones evaluate.py scores), for RAM, DRAW and Show-Attend-Tell
 checkpoints: at each step, the median distance in pixels from where the model looked to the
 digit's centre and the share of canvases looked at within --radius of it; then how many canvases

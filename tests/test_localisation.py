@@ -56,10 +56,27 @@ def test_uniform_attention_is_centred():
             self.p = torch.nn.Parameter(torch.zeros(1))
 
         def forward(self, images):
-            return {"logits": torch.zeros(len(images), 10), "alpha": torch.full((len(images), 2, 5, 5), 1 / 25)}
+            return {"logits": torch.zeros(len(images), 10), "alpha": torch.full((len(images), 2, 7, 7), 1 / 49)}
 
     centres, _ = attention_centres("sat", Uniform(), {"canvas_size": 60}, np.zeros((3, 60, 60), np.uint8))
-    np.testing.assert_allclose(centres, 30.0, atol=1e-5)
+    np.testing.assert_allclose(centres, 28.0, atol=1e-5)  # 7 cells of 8 px cover pixels 0..56
+
+
+def test_sat_cell_centres_match_the_receptive_fields():
+    """A lone bright pixel moves the encoder's output most in the cell whose centre is nearest."""
+    from glimpse.models.sat_encoder import ConvEncoder
+
+    torch.manual_seed(0)
+    encoder = ConvEncoder()
+    centres = ConvEncoder.cell_centres(7)
+    assert centres.tolist() == [4.0, 12.0, 20.0, 28.0, 36.0, 44.0, 52.0]
+    with torch.no_grad():
+        blank = encoder(torch.zeros(1, 1, 60, 60))[0]
+        for x in (4, 27, 44):  # the pixel covering [x, x + 1]: centre x + 0.5
+            image = torch.zeros(1, 1, 60, 60)
+            image[0, 0, 30, x] = 1.0
+            change = (encoder(image)[0] - blank).abs().sum(-1).view(7, 7)
+            assert change.sum(0).argmax().item() == (centres - (x + 0.5)).abs().argmin().item()
 
 
 def test_full_image_models_are_refused():

@@ -24,6 +24,14 @@ class ConvEncoder(nn.Module):
         )
         self.feature_size = c3
 
+    STRIDE = 8  # canvas pixels between neighbouring cells
+
+    @classmethod
+    def cell_centres(cls, cells: int) -> torch.Tensor:
+        """(cells,) continuous pixel coordinate of each cell's receptive-field centre along a side:
+        (i + 0.5) * 8, as the stride-2 conv and the two 2x2 pools with 'same' padding place them."""
+        return (torch.arange(cells, dtype=torch.float32) + 0.5) * cls.STRIDE
+
     @staticmethod
     def grid_size(size: int) -> int:
         """Cells along a side of the feature grid for a side of ``size`` pixels."""
