@@ -14,6 +14,8 @@ class ConvEncoder(nn.Module):
     grows with the canvas rather than being pooled to a fixed size.
     """
 
+    STRIDE = 8  # canvas pixels between neighbouring cells
+
     def __init__(self, channels: tuple[int, int, int] = (16, 32, 64)):
         super().__init__()
         c1, c2, c3 = channels
@@ -23,8 +25,6 @@ class ConvEncoder(nn.Module):
             nn.Conv2d(c2, c3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         )
         self.feature_size = c3
-
-    STRIDE = 8  # canvas pixels between neighbouring cells
 
     @classmethod
     def cell_centres(cls, cells: int) -> torch.Tensor:
