@@ -40,6 +40,18 @@ def test_first_step_is_centred_and_covers_the_canvas(size):
     assert (f_x[0].sum(0) > 1e-3).all()  # no column of the canvas is left out
 
 
+def test_sigma_units_start_from_the_same_read():
+    torch.manual_seed(0)
+    images = torch.rand(2, 1, 60, 60)
+    reads = {}
+    for units in ("pixels", "stride"):
+        torch.manual_seed(1)
+        reads[units] = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=1, sigma_units=units))(images)["reads"]
+    torch.testing.assert_close(reads["stride"], reads["pixels"])
+    with pytest.raises(ValueError, match="sigma_units"):
+        DRAWConfig(sigma_units="metres")
+
+
 def test_first_read_sees_a_corner_blob_in_the_corner():
     torch.manual_seed(0)
     model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=1))

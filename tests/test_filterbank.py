@@ -34,6 +34,19 @@ def test_params_follow_the_paper_and_coords_convention():
         attention_params(torch.zeros(2, 4), 40, 60, 12)
 
 
+def test_sigma_in_stride_units_scales_with_the_stride():
+    raw = torch.stack([raw_params(0.0, 0.0, 0.25, 1.0)[0], raw_params(0.3, -0.2, 0.25, 0.2)[0]])
+    pixels, strides = attention_params(raw, 60, 60, 12), attention_params(raw, 60, 60, 12, sigma_units="stride")
+    torch.testing.assert_close(strides.stride, pixels.stride)
+    torch.testing.assert_close(pixels.sigma2, torch.tensor([0.25, 0.25]))
+    torch.testing.assert_close(strides.sigma2, 0.25 * strides.stride ** 2)  # sigma = stride / 2 at any zoom
+    raw.requires_grad_(True)
+    attention_params(raw, 60, 60, 12, sigma_units="stride").sigma2.sum().backward()
+    assert (raw.grad[:, 3] != 0).all()  # zooming changes sigma too
+    with pytest.raises(ValueError, match="sigma_units"):
+        attention_params(raw, 60, 60, 12, sigma_units="metres")
+
+
 def test_unit_delta_spreads_the_grid_from_first_to_last_pixel_centre():
     size, n = 60, 12
     params = attention_params(raw_params(sigma2=1e-3, batch=1), size, size, n)

@@ -1,5 +1,6 @@
 """train.py and evaluate.py end to end on the bundled subset: learning, seeds, resume, errors."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -113,10 +114,30 @@ def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
     (["--glimpse-size", "80"], "larger than the canvas"),
     (["--data-dir", "/nonexistent/mnist"], "no MNIST"),
     (["--resume", "/nonexistent/run"], "does not exist"),
+    (["--location-std-final", "-0.1"], "location-std-final"),
+    (["--location-std-final", "0.1", "--learn-std"], "learn-std"),
 ])
 def test_train_bad_input_exits_2(argv, match, tmp_path, capsys):
     assert train.main(argv + ["--run-dir", str(tmp_path), "--threads", "1"]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_annealed_location_std_follows_the_cosine_and_is_logged(tmp_path):
+    code, run = run_train(tmp_path, "anneal", "--preset", "mnist28", "--max-steps", "6", "--batch-size", "32",
+                          "--epochs", "1", "--log-every", "1", "--location-std", "0.3", "--location-std-final", "0.1")
+    assert code == 0
+    best = load_checkpoint(run / "best.pt")
+    assert best["model_config"]["location_std"] == 0.1  # the std the policy ends with: what --samples draws with
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run))
+    events.Reload()
+    stds = [e.value for e in events.Scalars("charts/location_std")]
+    from glimpse.data import load_bundled_subset
+
+    steps_per_epoch = len(load_bundled_subset().train) // 32
+    expected = [0.1 + 0.2 * 0.5 * (1 + math.cos(math.pi * s / steps_per_epoch)) for s in range(6)]
+    assert stds == pytest.approx(expected, rel=1e-6)  # 0.3 at step 0, decreasing toward 0.1
 
 
 def test_help_states_each_default_once(capsys):

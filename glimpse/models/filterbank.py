@@ -36,8 +36,16 @@ class FilterbankParams(NamedTuple):
     gamma: torch.Tensor
 
 
-def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int) -> FilterbankParams:
+SIGMA_UNITS = ("pixels", "stride")
+
+
+def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
+                     sigma_units: str = "pixels") -> FilterbankParams:
     """raw (B, 5) = (g~X, g~Y, log sigma^2, log delta~, log gamma), e.g. a linear map of a state.
+
+    ``sigma_units``: "pixels" is the paper's sigma^2 = exp(raw); "stride" measures sigma in
+    strides, sigma^2 = delta^2 exp(raw), so a zoom keeps the filters' overlap unless the model
+    changes it too (in pixels, a zoomed-in grid of near-point filters reads an aliased patch).
 
     As in the paper, delta = (max(A, B) - 1) / (N - 1) * delta~ (A = width, B = height), so
     delta~ = 1 spreads the N filter centres from the first pixel centre to the last.
@@ -54,8 +62,11 @@ def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int)
     gx, gy, log_sigma2, log_delta, log_gamma = raw.unbind(-1)
     centre = torch.stack([gx, gy], -1)
     centre_px = torch.stack([unit_to_pixels(gx, width), unit_to_pixels(gy, height)], -1)
+    if sigma_units not in SIGMA_UNITS:
+        raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {sigma_units!r}")
     stride = (max(height, width) - 1) / max(read_size - 1, 1) * torch.exp(log_delta)
-    return FilterbankParams(centre, centre_px, stride, torch.exp(log_sigma2), torch.exp(log_gamma))
+    sigma2 = torch.exp(log_sigma2) * (stride ** 2 if sigma_units == "stride" else 1.0)
+    return FilterbankParams(centre, centre_px, stride, sigma2, torch.exp(log_gamma))
 
 
 def filter_axis(centre: torch.Tensor, stride: torch.Tensor, sigma2: torch.Tensor, length: int,

@@ -40,6 +40,9 @@ class TrainConfig:
     hidden_size: int = _opt(256, "core / decoder hidden size")
     location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or initial if learned)")
     learn_std: bool = _opt(False, "hard: learn the policy std from the core state instead of fixing it")
+    location_std_final: float = _opt(0.0, "hard: anneal the fixed policy std from --location-std down to this over "
+                                     "the run, on the learning rate's cosine: wide search early, training paths "
+                                     "close to the deterministic ones late (0: no annealing)")
     random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
                                  "paper's random-glimpse baseline: no policy, no REINFORCE)")
     detach_policy_input: bool = _opt(True, "hard: stop REINFORCE at the location network; --no-detach-policy-input "
@@ -49,6 +52,8 @@ class TrainConfig:
     baseline_weight: float = _opt(1.0, "hard: weight of the baseline's squared error")
     # soft attention
     read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
+    draw_sigma: str = _opt("pixels", "draw: units of the filters' learned sigma: pixels (the paper) or stride "
+                           "(sigma follows the grid's zoom, so zoomed-in reads stay smooth)", ("pixels", "stride"))
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))
@@ -89,6 +94,10 @@ class TrainConfig:
         for name in ("lr", "location_std"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+        if self.location_std_final < 0:
+            raise ValueError(f"--location-std-final must be >= 0, got {self.location_std_final}")
+        if self.location_std_final and self.learn_std:
+            raise ValueError("--location-std-final anneals a fixed std; it cannot be combined with --learn-std")
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
         from envs.task import GlimpseTask  # fail on impossible sizes before any data is loaded

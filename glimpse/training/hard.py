@@ -13,7 +13,7 @@ from glimpse.losses import hybrid_loss
 from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
 from glimpse.rollout import run_episodes
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import local_batch_size, task_of
+from glimpse.training.learner import cosine, local_batch_size, task_of
 from glimpse.viz import draw_glimpse_path, glimpse_strip, grid, side_by_side, stack_rows
 
 
@@ -27,7 +27,9 @@ class HardAttentionLearner:
         self.task = task_of(config)
         self.model_config = RAMConfig(
             glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,
-            hidden_size=config.hidden_size, core=config.core, location_std=config.location_std,
+            # annealed: the checkpoint records the std the policy ends with (what --samples draws with)
+            hidden_size=config.hidden_size, core=config.core,
+            location_std=config.location_std_final or config.location_std,
             learn_std=config.learn_std, detach_policy_input=config.detach_policy_input,
             policy="random" if config.random_glimpses else "learned",
         ).to_dict()
@@ -38,6 +40,15 @@ class HardAttentionLearner:
                                       vectorization_mode="vector_entry_point", split="train",
                                       data_dir=config.data_dir, **self.task)
         self.generator = torch.Generator()
+
+    def schedule(self, progress: float) -> dict[str, float]:
+        """Anneal the fixed policy std (--location-std-final) on the learning rate's cosine."""
+        if not self.config.location_std_final:
+            return {}
+        start, end = self.config.location_std, self.config.location_std_final
+        std = end + (start - end) * cosine(progress)
+        self.model.location_policy.fixed_std = std
+        return {"charts/location_std": std}
 
     def loss(self, indices: np.ndarray, step_seed: int):
         """``indices`` is the global minibatch; this process plays episodes on its contiguous slice.

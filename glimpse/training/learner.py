@@ -5,6 +5,7 @@ attention: data order, optimiser, schedule, validation, checkpoints, logging.
 """
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
@@ -30,6 +31,11 @@ def local_batch_size(config: TrainConfig, world_size: int) -> int:
     return config.batch_size // world_size
 
 
+def cosine(progress: float) -> float:
+    """1 at the start of the run (progress 0), 0 at its end (progress 1), half a cosine between."""
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, progress))))
+
+
 class Learner(Protocol):
     kind: str
     model: nn.Module
@@ -41,6 +47,10 @@ class Learner(Protocol):
         """Loss of the minibatch of training digits ``indices``; all its randomness from ``step_seed``.
         ``indices`` is the global minibatch; with several processes each takes its own slice.
         Returns the scalar to minimise and detached metrics named TensorBoard-style."""
+
+    def schedule(self, progress: float) -> dict[str, float]:
+        """Set what changes over the run at ``progress`` (step / scheduled steps, 0..1) besides the
+        learning rate; returns those values as scalars to log (TensorBoard names)."""
 
     def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         """(3, H, W) uint8 images showing where the model looks on these canvases."""

@@ -12,7 +12,6 @@ processes; only rank 0 validates, tests, writes TensorBoard and checkpoints.
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from glimpse.models import HARD_KINDS, SOFT_KINDS
 from glimpse.training import distributed
 from glimpse.training.checkpoint import load_checkpoint, save_checkpoint
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import Learner, make_learner
+from glimpse.training.learner import Learner, cosine, make_learner
 from glimpse.training.tensorboard import NullLogger, RunLogger
 
 N_PICTURES = 8
@@ -69,8 +68,7 @@ def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
     warmup = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps > 0 else 1.0
     if config.lr_schedule == "constant":
         return config.lr * warmup
-    progress = min(1.0, step / max(1, total_steps))
-    return config.lr * warmup * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return config.lr * warmup * cosine(step / max(1, total_steps))
 
 
 def build_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -193,6 +191,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             lr = learning_rate(config, step, schedule_steps)
             for group in optimizer.param_groups:
                 group["lr"] = lr
+            scheduled = learner.schedule(step / schedule_steps)
             indices = batch_indices(config.seed, step, n_train, config.batch_size)
             loss, metrics = learner.loss(indices, step_seed(config.seed, step))
             if not _finite_everywhere(loss):
@@ -209,7 +208,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             if done % config.log_every == 0 or done == total_steps:
                 now = time.perf_counter()
                 scalars = _mean_over_processes(metrics, device)
-                scalars.update({"charts/learning_rate": lr, "charts/epoch": done / steps_per_epoch,
+                scalars.update({**scheduled, "charts/learning_rate": lr, "charts/epoch": done / steps_per_epoch,
                                 "charts/images_per_second": window_images / (now - window_start)})
                 logger.scalars(scalars, done)
                 bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['charts/accuracy']:.3f}",

@@ -21,7 +21,7 @@ def soft_model_config(config: TrainConfig) -> dict:
         return dict(canvas_size=config.canvas_size, hidden_size=config.hidden_size)
     if config.soft_arch == "draw":
         return dict(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
-                    hidden_size=config.hidden_size)
+                    hidden_size=config.hidden_size, sigma_units=config.draw_sigma)
     return dict(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size)
 
 
@@ -36,6 +36,9 @@ class SoftAttentionLearner:
         self.model_config = soft_model_config(config)
         self.model = build_model(self.kind, self.model_config).to(self.device)
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
+
+    def schedule(self, progress: float) -> dict[str, float]:
+        return {}  # nothing but the learning rate changes over a soft run
 
     def loss(self, indices: np.ndarray, step_seed: int):
         """The canvases of the whole global minibatch ``indices`` from the step's seed; this
