@@ -2,6 +2,8 @@
 and the report, so that all of them score models the same way."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import gymnasium
 import numpy as np
 import torch
@@ -56,34 +58,50 @@ def first_glimpses(task: dict, n: int, seed: int) -> np.ndarray | None:
     return EpisodeBatch.first_locations(np.random.default_rng(seed), n, "random")
 
 
+def ram_trajectories(model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500, n_samples: int = 0,
+                     seed: int = 0) -> Iterator[tuple[slice, list[Rollout]]]:
+    """RAM's evaluation episodes over (N, H, W) uint8 canvases, batch by batch: yields (the
+    batch's slice of ``images``, one Rollout per trajectory).
+
+    One deterministic trajectory (the policy mean) unless ``n_samples`` > 0: then that many
+    sampled ones. Trajectory k draws its randomness for the whole set from seed + k (where a
+    random first glimpse falls, the noise of each sampled location, the random-glimpse
+    baseline's locations), so no result depends on ``batch_size``.
+    """
+    model.eval()
+    n_trajectories = max(n_samples, 1)
+    draws_locations = n_samples > 0 or getattr(model.config, "policy", "learned") == "random"
+    firsts = [first_glimpses(task, len(images), seed + k) for k in range(n_trajectories)]
+    noises = [torch.randn((len(images), task["n_glimpses"] - 1, 2), generator=torch.Generator().manual_seed(seed + k))
+              if draws_locations else None for k in range(n_trajectories)]
+    for start in range(0, len(images), batch_size):
+        part = slice(start, start + batch_size)
+        yield part, [ram_episodes(model, task, images[part], sample=n_samples > 0,
+                                  first_locations=None if first is None else first[part],
+                                  location_noise=None if noise is None else noise[part])
+                     for first, noise in zip(firsts, noises)]
+
+
 @torch.no_grad()
 def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
                           n_samples: int = 0, seed: int = 0, progress=None) -> torch.Tensor:
     """Class probabilities (N, C) for (N, H, W) uint8 canvases.
 
     Hard models follow the policy mean (deterministic) unless ``n_samples`` > 0, in which case
-    the probabilities of that many sampled trajectories are averaged (reported as such).
-    Trajectory k draws its randomness for the whole set from seed + k (where a random first
-    glimpse falls, and the noise of each sampled location), so scores do not depend on
-    ``batch_size``.
+    the probabilities of that many sampled trajectories are averaged (reported as such); see
+    :func:`ram_trajectories` for how they are seeded.
     """
     model.eval()
     device = next(model.parameters()).device
-    n_trajectories = max(n_samples, 1)
-    firsts = [first_glimpses(task, len(images), seed + k) if kind == "ram" else None for k in range(n_trajectories)]
-    noises = [torch.randn((len(images), task["n_glimpses"] - 1, 2), generator=torch.Generator().manual_seed(seed + k))
-              if kind == "ram" and n_samples > 0 else None for k in range(n_trajectories)]
+    if kind == "ram":
+        batches = (sum(torch.softmax(rollout.logits, -1) for rollout in rollouts) / len(rollouts)
+                   for _, rollouts in ram_trajectories(model, task, images, batch_size, n_samples, seed))
+    else:
+        batches = (torch.softmax(model(canvases_to_tensor(images[start:start + batch_size]).to(device))["logits"], -1)
+                   for start in range(0, len(images), batch_size))
     outputs = []
-    for start in range(0, len(images), batch_size):
-        batch, part = images[start:start + batch_size], slice(start, start + batch_size)
-        if kind == "ram":
-            probs = sum(torch.softmax(ram_episodes(
-                model, task, batch, sample=n_samples > 0, first_locations=None if first is None else first[part],
-                location_noise=None if noise is None else noise[part]).logits, -1)
-                for first, noise in zip(firsts, noises)) / n_trajectories
-        else:
-            probs = torch.softmax(model(canvases_to_tensor(batch).to(device))["logits"], -1)
+    for probs in batches:
         outputs.append(probs.cpu())
         if progress is not None:
-            progress.update(len(batch))
+            progress.update(len(probs))
     return torch.cat(outputs)

@@ -17,7 +17,7 @@ from torch import nn
 
 from glimpse.canvas import DIGIT_SIZE
 from glimpse.coords import unit_to_pixels
-from glimpse.inference import canvases_to_tensor, first_glimpses, ram_episodes
+from glimpse.inference import canvases_to_tensor, ram_trajectories
 from glimpse.models.sat_encoder import ConvEncoder
 
 # A step "found" the digit within this many pixels of its centre: the digit is 28x28, so RAM's
@@ -35,15 +35,16 @@ def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarra
     model.eval()
     size = task["canvas_size"]
     device = next(model.parameters()).device
-    firsts = first_glimpses(task, len(images), seed) if kind == "ram" else None
+    if kind not in ("ram", "draw", "sat"):
+        raise ValueError(f"a {kind} model reads the whole canvas: there is no attention to locate")
     centres, predictions = [], []
+    rollouts = ram_trajectories(model, task, images, batch_size, seed=seed) if kind == "ram" else None
     for start in range(0, len(images), batch_size):
         batch = images[start:start + batch_size]
         if kind == "ram":
-            rollout = ram_episodes(model, task, batch, first_locations=None if firsts is None
-                                   else firsts[start:start + batch_size])
+            _, (rollout,) = next(rollouts)
             centre, logits = unit_to_pixels(rollout.locations.cpu(), size), rollout.logits
-        elif kind in ("draw", "sat"):
+        else:
             out = model(canvases_to_tensor(batch).to(device))
             logits = out["logits"]
             if kind == "draw":
@@ -52,8 +53,6 @@ def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarra
                 alpha = out["alpha"].cpu()
                 cell_y, cell_x = (ConvEncoder.cell_centres(n) for n in alpha.shape[-2:])
                 centre = torch.stack([(alpha.sum(-2) * cell_x).sum(-1), (alpha.sum(-1) * cell_y).sum(-1)], -1)
-        else:
-            raise ValueError(f"a {kind} model reads the whole canvas: there is no attention to locate")
         centres.append(centre.numpy())
         predictions.append(logits.argmax(-1).cpu().numpy())
         if progress is not None:

@@ -195,3 +195,21 @@ def test_sampled_trajectories_do_not_depend_on_the_batch_size(bundled, first_loc
     assert not torch.allclose(score(50, seed=1), whole)
     deterministic = predict_probabilities("ram", model, task, canvases.images, 50)
     assert not torch.allclose(whole, deterministic)  # the samples really are sampled
+
+
+def test_random_glimpse_baseline_scores_do_not_depend_on_the_batch_size(bundled):
+    """Its deterministic evaluation draws the random locations once for the whole set, from --seed."""
+    from glimpse.canvas import fixed_canvas_set
+    from glimpse.inference import predict_probabilities
+    from glimpse.training.config import resolve_config
+    from glimpse.training.learner import task_of
+
+    task = task_of(resolve_config({}))
+    canvases = fixed_canvas_set(bundled.test.images[:50], bundled.test.labels[:50], task["canvas_size"],
+                                task["n_clutter"], task["centred_digit"], seed=0)
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(glimpse_size=task["glimpse_size"], n_scales=task["n_scales"],
+                                              n_glimpses=task["n_glimpses"], policy="random"))
+    whole = predict_probabilities("ram", model, task, canvases.images, 50)
+    torch.testing.assert_close(predict_probabilities("ram", model, task, canvases.images, 10), whole)
+    assert not torch.allclose(predict_probabilities("ram", model, task, canvases.images, 50, seed=1), whole)
