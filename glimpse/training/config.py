@@ -40,7 +40,7 @@ class TrainConfig:
     hidden_size: int = _opt(256, "core / decoder hidden size")
     location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or initial if learned)")
     learn_std: bool = _opt(False, "hard: learn the policy std from the core state instead of fixing it")
-    location_std_final: float = _opt(0.0, "hard: anneal the fixed policy std from --location-std down to this over "
+    location_std_final: float = _opt(0.0, "hard: anneal the fixed policy std from --location-std to this over "
                                      "the run, on the learning rate's cosine: wide search early, training paths "
                                      "close to the deterministic ones late (0: no annealing)")
     random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
