@@ -67,9 +67,10 @@ def test_sampled_locations_are_detached_and_log_prob_is_gaussian():
     torch.testing.assert_close(mean.grad, (sample - mean.detach()) / std**2)
 
 
-def test_classification_loss_never_reaches_the_location_network_or_baseline():
+@pytest.mark.parametrize("location_hidden", [0, 32])
+def test_classification_loss_never_reaches_the_location_network_or_baseline(location_hidden):
     torch.manual_seed(0)
-    model = RecurrentAttentionModel(RAMConfig())
+    model = RecurrentAttentionModel(RAMConfig(location_hidden=location_hidden))
     r = rollout(model)
     loss = hybrid_loss(r.logits, r.labels, r.reward, r.log_probs, r.baselines)
     g = grads_of(model, loss.classification)
@@ -93,13 +94,16 @@ def test_reinforce_trains_the_location_network_and_not_the_baseline():
     assert group(g, "core") > 0 and group(g, "glimpse_network") > 0
 
 
-def test_detach_policy_input_stops_reinforce_at_the_location_network():
+@pytest.mark.parametrize("location_hidden", [0, 32])
+def test_detach_policy_input_stops_reinforce_at_the_location_network(location_hidden):
     torch.manual_seed(0)
-    model = RecurrentAttentionModel(RAMConfig(detach_policy_input=True))
+    model = RecurrentAttentionModel(RAMConfig(detach_policy_input=True, location_hidden=location_hidden))
     r = rollout(model)
     loss = hybrid_loss(r.logits, r.labels, torch.ones(B), r.log_probs, r.baselines)
     g = grads_of(model, loss.reinforce)
     assert group(g, "location_policy.mean") > 0
+    if location_hidden:  # both layers of the deeper location network learn
+        assert group(g, "location_policy.mean.0") > 0 and group(g, "location_policy.mean.2") > 0
     assert group(g, "core") == 0 and group(g, "glimpse_network") == 0
 
 

@@ -43,6 +43,8 @@ class TrainConfig:
     location_std_final: float = _opt(0.0, "hard: anneal the fixed policy std from --location-std to this over "
                                      "the run, on the learning rate's cosine: wide search early, training paths "
                                      "close to the deterministic ones late (0: no annealing)")
+    location_hidden: int = _opt(0, "hard: hidden ReLU units between the core state and the policy mean (0: a "
+                                "linear location network, as in the paper)")
     random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
                                  "paper's random-glimpse baseline: no policy, no REINFORCE)")
     detach_policy_input: bool = _opt(True, "hard: stop REINFORCE at the location network; --no-detach-policy-input "
@@ -94,6 +96,8 @@ class TrainConfig:
         for name in ("lr", "location_std"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+        if self.location_hidden < 0:
+            raise ValueError(f"--location-hidden must be >= 0, got {self.location_hidden}")
         if self.location_std_final < 0:
             raise ValueError(f"--location-std-final must be >= 0, got {self.location_std_final}")
         if self.location_std_final and self.learn_std:

@@ -30,7 +30,8 @@ class HardAttentionLearner:
             # annealed: the checkpoint records the std the policy ends with (what --samples draws with)
             hidden_size=config.hidden_size, core=config.core,
             location_std=config.location_std_final or config.location_std,
-            learn_std=config.learn_std, detach_policy_input=config.detach_policy_input,
+            learn_std=config.learn_std, location_hidden=config.location_hidden,
+            detach_policy_input=config.detach_policy_input,
             policy="random" if config.random_glimpses else "learned",
         ).to_dict()
         self.model = RecurrentAttentionModel(RAMConfig(**self.model_config)).to(self.device)

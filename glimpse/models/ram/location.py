@@ -9,16 +9,20 @@ from torch import nn
 
 
 class LocationPolicy(nn.Module):
-    """pi(l | h) = N(mean(h), std^2 I), mean = tanh(Linear(h)) in [-1, 1]^2.
+    """pi(l | h) = N(mean(h), std^2 I), mean = tanh(Linear(h)) in [-1, 1]^2 (the paper), or with
+    ``mean_hidden`` > 0 tanh(Linear(ReLU(Linear(h)))) through that many hidden units.
 
     ``std`` is fixed (the paper) or, with ``learn_std``, softplus(Linear(h)) clamped to
     [min_std, max_std]. Input h (B, hidden); outputs mean (B, 2) and std (B, 2).
     """
 
     def __init__(self, hidden_size: int, std: float = 0.15, learn_std: bool = False,
-                 min_std: float = 0.01, max_std: float = 1.0):
+                 min_std: float = 0.01, max_std: float = 1.0, mean_hidden: int = 0):
         super().__init__()
-        self.mean = nn.Linear(hidden_size, 2)
+        if mean_hidden > 0:
+            self.mean = nn.Sequential(nn.Linear(hidden_size, mean_hidden), nn.ReLU(), nn.Linear(mean_hidden, 2))
+        else:
+            self.mean = nn.Linear(hidden_size, 2)
         self.fixed_std, self.min_std, self.max_std = std, min_std, max_std
         self.log_std_head = nn.Linear(hidden_size, 2) if learn_std else None
         if self.log_std_head is not None:  # start at the fixed std

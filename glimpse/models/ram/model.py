@@ -29,6 +29,7 @@ class RAMConfig:
     core: str = "rnn"
     location_std: float = 0.15
     learn_std: bool = False
+    location_hidden: int = 0  # hidden units of the location network's mean (0: linear, the paper)
     detach_policy_input: bool = False
     policy: str = "learned"  # "random": look at uniformly random locations (the paper's baseline)
     n_classes: int = 10
@@ -38,6 +39,8 @@ class RAMConfig:
             raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
         if self.policy not in ("learned", "random"):
             raise ValueError(f"policy must be 'learned' or 'random', got {self.policy!r}")
+        if self.location_hidden < 0:
+            raise ValueError(f"location_hidden must be >= 0, got {self.location_hidden}")
         if not self.location_std > 0:
             raise ValueError(f"location_std must be > 0, got {self.location_std}")
 
@@ -69,7 +72,8 @@ class RecurrentAttentionModel(nn.Module):
         c = config
         self.glimpse_network = GlimpseNetwork(c.n_scales, c.glimpse_size, c.what_size, c.where_size, c.hidden_size)
         self.core = CORES[c.core](c.hidden_size, c.hidden_size)
-        self.location_policy = LocationPolicy(c.hidden_size, c.location_std, c.learn_std)
+        self.location_policy = LocationPolicy(c.hidden_size, c.location_std, c.learn_std,
+                                              mean_hidden=c.location_hidden)
         self.baseline = BaselineNetwork(c.hidden_size)
         self.classifier = Classifier(c.hidden_size, c.n_classes)
 
