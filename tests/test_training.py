@@ -115,6 +115,7 @@ def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
     (["--data-dir", "/nonexistent/mnist"], "no MNIST"),
     (["--resume", "/nonexistent/run"], "does not exist"),
     (["--location-std-final", "-0.1"], "location-std-final"),
+    (["--location-hidden", "-1"], "location-hidden"),
     (["--location-std-final", "0.1", "--learn-std"], "learn-std"),
 ])
 def test_train_bad_input_exits_2(argv, match, tmp_path, capsys):

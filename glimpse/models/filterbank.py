@@ -59,11 +59,11 @@ def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
     """
     if raw.dim() != 2 or raw.shape[-1] != 5:
         raise ValueError(f"raw attention parameters must be (B, 5), got {tuple(raw.shape)}")
+    if sigma_units not in SIGMA_UNITS:
+        raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {sigma_units!r}")
     gx, gy, log_sigma2, log_delta, log_gamma = raw.unbind(-1)
     centre = torch.stack([gx, gy], -1)
     centre_px = torch.stack([unit_to_pixels(gx, width), unit_to_pixels(gy, height)], -1)
-    if sigma_units not in SIGMA_UNITS:
-        raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {sigma_units!r}")
     stride = (max(height, width) - 1) / max(read_size - 1, 1) * torch.exp(log_delta)
     sigma2 = torch.exp(log_sigma2) * (stride ** 2 if sigma_units == "stride" else 1.0)
     return FilterbankParams(centre, centre_px, stride, sigma2, torch.exp(log_gamma))
