@@ -25,7 +25,8 @@ from glimpse.training.checkpoint import CheckpointError
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a .pt written by train.py (best.pt) or shipped in checkpoints/")
-    parser.add_argument("--images", help="evaluate on this .npz holding 'images' (N, H, W) uint8 and 'labels' (N,) int")
+    parser.add_argument("--images", help="evaluate on this .npz holding 'images' (N, H, W) uint8 and 'labels' (N,) "
+                                         "int ((N, K), left to right, for a model that reads K digits)")
     parser.add_argument("--split", choices=("test", "val"), default="test",
                         help="without --images: the fixed test set, or the validation set used for model selection")
     parser.add_argument("--samples", type=int, default=0,
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{Path(args.checkpoint).name} ({result['kind']}) on {result['images']}")
     print(f"accuracy {result['accuracy']:.4f}, error {100 * result['error']:.2f} %, n={result['n']}; "
           f"{result['evaluation']}; {result['images_per_second']:.0f} images/s")
+    if "digit_accuracy" in result:
+        print(f"{result['n_digits']} digits per canvas: accuracy counts canvases with every digit right; "
+              f"per digit {result['digit_accuracy']:.4f}")
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "train_config"}))
     return 0

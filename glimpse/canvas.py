@@ -4,6 +4,10 @@ Recipe (DeepMind's mnist-cluttered): start black; add ``n_clutter`` random 8x8 c
 other digits of the same split at uniformly random positions; add the digit at a uniformly
 random position fully inside the canvas; clip to the pixel range. Adding then clipping once
 equals clipping after every piece because all values are non-negative.
+
+Multi-digit canvases (``n_digits`` > 1, as in Ba et al. 2015's two-digit task) place that many
+digits at uniformly random positions that do not overlap (rejection sampling) and label them
+in reading order: left to right by the digit's left edge, then top to bottom.
 """
 from __future__ import annotations
 
@@ -13,11 +17,14 @@ import numpy as np
 
 DIGIT_SIZE = 28
 CLUTTER_SIZE = 8
+MAX_PLACEMENT_ROUNDS = 10_000  # rejection-sampling rounds before a canvas is declared too small
 
 
 @dataclass(frozen=True)
 class CanvasBatch:
-    """``images`` (N, H, W) uint8; ``labels`` (N,) int64; ``digit_xy`` (N, 2) top-left (x, y) of the digit."""
+    """``images`` (N, H, W) uint8; ``labels`` (N,) int64; ``digit_xy`` (N, 2) top-left (x, y) of the digit.
+
+    With K > 1 digits per canvas: ``labels`` (N, K) and ``digit_xy`` (N, K, 2), in reading order."""
 
     images: np.ndarray
     labels: np.ndarray
@@ -44,6 +51,7 @@ def make_canvases(
     canvas_size: int,
     n_clutter: int,
     centred: bool = False,
+    n_digits: int = 1,
 ) -> CanvasBatch:
     """Build one canvas per entry of ``indices``.
 
@@ -55,6 +63,8 @@ def make_canvases(
         canvas_size: side H = W of the square canvas (>= 28).
         n_clutter: pieces of 8x8 clutter per canvas (>= 0).
         centred: put the digit in the centre instead of at a random position.
+        n_digits: digits per canvas; ``indices`` gives the first of each, the others are drawn
+            from ``rng`` (so a fixed set still uses every digit of its split once).
     """
     indices = np.asarray(indices, dtype=np.int64)
     n, m = len(indices), len(digits)
@@ -70,6 +80,8 @@ def make_canvases(
         patches = digits[source[:, None, None], rows, cols]
         px, py = rng.integers(0, canvas_size - CLUTTER_SIZE + 1, size=(2, n))
         _paste_add(canvas, patches, px, py)
+    if n_digits > 1:
+        return _place_several(rng, canvas, digits, labels, indices, n_digits, centred)
     if centred:
         offset = (canvas_size - DIGIT_SIZE) // 2
         digit_xy = np.full((n, 2), offset, dtype=np.int64)
@@ -80,7 +92,41 @@ def make_canvases(
     return CanvasBatch(canvas.astype(np.uint8), np.asarray(labels)[indices].astype(np.int64), digit_xy)
 
 
-def fixed_canvas_set(digits, labels, canvas_size: int, n_clutter: int, centred: bool, seed: int) -> CanvasBatch:
-    """Every digit of a split placed once, with clutter drawn from ``seed``: a fixed val/test set."""
+def _place_several(rng, canvas, digits, labels, indices, n_digits: int, centred: bool) -> CanvasBatch:
+    """Add ``n_digits`` non-overlapping digits to the cluttered int16 ``canvas`` (N, H, W)."""
+    if centred:
+        raise ValueError("several digits cannot all be centred: use random positions")
+    n, size = len(indices), canvas.shape[-1]
+    placed = np.concatenate([indices[:, None], rng.integers(0, len(digits), size=(n, n_digits - 1))], 1)
+    digit_xy = non_overlapping_positions(rng, n, n_digits, size)
+    order = np.lexsort((digit_xy[..., 1], digit_xy[..., 0]))  # by x, ties by y: reading order
+    placed = np.take_along_axis(placed, order, 1)
+    digit_xy = np.take_along_axis(digit_xy, order[..., None], 1)
+    for k in range(n_digits):  # one vectorised paste per digit slot, not per canvas
+        _paste_add(canvas, digits[placed[:, k]], digit_xy[:, k, 0], digit_xy[:, k, 1])
+    np.clip(canvas, 0, 255, out=canvas)
+    return CanvasBatch(canvas.astype(np.uint8), np.asarray(labels)[placed].astype(np.int64), digit_xy)
+
+
+def non_overlapping_positions(rng: np.random.Generator, n: int, n_digits: int, canvas_size: int) -> np.ndarray:
+    """(n, n_digits, 2) top-left corners of digits that do not overlap, uniform over such layouts:
+    canvases with any overlapping pair are redrawn whole until none is left."""
+    high = canvas_size - DIGIT_SIZE + 1
+    xy = rng.integers(0, high, size=(n, n_digits, 2))
+    pairs = np.triu_indices(n_digits, 1)
+    for _ in range(MAX_PLACEMENT_ROUNDS):
+        gaps = np.abs(xy[:, pairs[0]] - xy[:, pairs[1]])  # (n, pairs, 2)
+        bad = (gaps < DIGIT_SIZE).all(-1).any(-1)
+        if not bad.any():
+            return xy
+        xy[bad] = rng.integers(0, high, size=(int(bad.sum()), n_digits, 2))
+    raise ValueError(f"could not place {n_digits} non-overlapping {DIGIT_SIZE}x{DIGIT_SIZE} digits on a "
+                     f"{canvas_size}x{canvas_size} canvas in {MAX_PLACEMENT_ROUNDS} tries: use a larger canvas")
+
+
+def fixed_canvas_set(digits, labels, canvas_size: int, n_clutter: int, centred: bool, seed: int,
+                     n_digits: int = 1) -> CanvasBatch:
+    """Every digit of a split placed once (as the first of ``n_digits``), with clutter drawn from
+    ``seed``: a fixed val/test set."""
     rng = np.random.default_rng(seed)
-    return make_canvases(rng, digits, labels, np.arange(len(labels)), canvas_size, n_clutter, centred)
+    return make_canvases(rng, digits, labels, np.arange(len(labels)), canvas_size, n_clutter, centred, n_digits)

@@ -9,7 +9,7 @@ from tqdm import tqdm
 
 from glimpse.canvas import fixed_canvas_set
 from glimpse.data import load_mnist
-from glimpse.inference import predict_probabilities
+from glimpse.inference import predict_probabilities, read_right
 from glimpse.training.checkpoint import load_model
 
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
@@ -18,11 +18,12 @@ TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
 def fixed_set(task: dict, digits, split: str):
     seed = TEST_SEED if split == "test" else VAL_SEED
     return fixed_canvas_set(digits.images, digits.labels, task["canvas_size"], task["n_clutter"],
-                            task["centred_digit"], seed), seed
+                            task["centred_digit"], seed, task.get("n_digits", 1)), seed
 
 
-def load_images(path: str | Path, canvas_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``images`` (N, H, W) uint8 and ``labels`` (N,) from an .npz, checked against the model's canvas."""
+def load_images(path: str | Path, canvas_size: int, n_digits: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``images`` (N, H, W) uint8 and ``labels`` (N,) (or (N, K) for a model that reads K digits
+    per canvas, in reading order) from an .npz, checked against the model's canvas."""
     try:
         archive = np.load(path, allow_pickle=False)
         arrays = {name: archive[name] for name in archive.files} if hasattr(archive, "files") else None
@@ -37,8 +38,10 @@ def load_images(path: str | Path, canvas_size: int) -> tuple[np.ndarray, np.ndar
     if images.shape[1:] != (canvas_size, canvas_size):
         raise ValueError(f"{path}: canvases are {images.shape[1]}x{images.shape[2]} but the checkpoint was trained "
                          f"on {canvas_size}x{canvas_size}")
-    if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"{path}: 'labels' must be ({len(images)},) integers, got {labels.dtype} {labels.shape}")
+    expected = (len(images),) if n_digits == 1 else (len(images), n_digits)
+    if labels.shape != expected or not np.issubdtype(labels.dtype, np.integer):
+        per_canvas = "" if n_digits == 1 else f" (the checkpoint reads {n_digits} digits per canvas)"
+        raise ValueError(f"{path}: 'labels' must be {expected} integers{per_canvas}, got {labels.dtype} {labels.shape}")
     if len(images) == 0:
         raise ValueError(f"{path} holds no images")
     if labels.min() < 0 or labels.max() > 9:
@@ -57,7 +60,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if samples and kind != "ram":
         raise ValueError(f"--samples applies to hard attention only; a {kind} model is deterministic")
     if images_file is not None:
-        images, labels = load_images(images_file, task["canvas_size"])
+        images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
         described = str(images_file)
     else:
         data = load_mnist(data_dir)
@@ -68,7 +71,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     with tqdm(total=len(images), desc="evaluate", unit="img", disable=None if progress else True) as bar:
         probs = predict_probabilities(kind, model, task, images, batch_size, samples, seed, progress=bar)
     seconds = time.perf_counter() - start
-    accuracy = float((probs.argmax(-1).numpy() == labels).mean())
+    predictions = probs.argmax(-1).numpy()
+    accuracy = float(read_right(predictions, labels).mean())
     if samples:
         policy = f"averaged over {samples} sampled trajectories (seed {seed})"
     else:
@@ -76,7 +80,11 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if kind == "ram" and task.get("first_location") == "random":
         seeds = f"seeds {seed}..{seed + samples - 1}, one per trajectory" if samples > 1 else f"seed {seed}"
         policy += f", first glimpses at random ({seeds})"
-    return {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
-            "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
-            "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),
-            "train_config": payload.get("train_config", {})}
+    result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
+              "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
+              "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),
+              "train_config": payload.get("train_config", {})}
+    if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right
+        result["digit_accuracy"] = float((predictions == labels).mean())
+        result["n_digits"] = int(labels.shape[1])
+    return result

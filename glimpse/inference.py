@@ -14,6 +14,13 @@ from envs.vector import ClutteredMNISTVectorEnv
 from glimpse.rollout import Rollout, run_episodes
 
 
+def read_right(predictions, labels):
+    """Predicted and true digits, (N,) or (N, K) for K digits per canvas (numpy or torch) -> (N,)
+    bool: a canvas counts as read right only when every one of its digits is."""
+    right = predictions == labels
+    return right.all(-1) if right.ndim == 2 else right
+
+
 def canvases_to_tensor(images: np.ndarray) -> torch.Tensor:
     """(N, H, W) uint8 -> (N, 1, H, W) float32 in [0, 1]."""
     return torch.from_numpy(np.ascontiguousarray(images)).unsqueeze(1).float().div_(255.0)
@@ -85,7 +92,7 @@ def ram_trajectories(model: nn.Module, task: dict, images: np.ndarray, batch_siz
 @torch.no_grad()
 def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
                           n_samples: int = 0, seed: int = 0, progress=None) -> torch.Tensor:
-    """Class probabilities (N, C) for (N, H, W) uint8 canvases.
+    """Class probabilities (N, C) for (N, H, W) uint8 canvases; (N, K, C) for a model that reads K digits.
 
     Hard models follow the policy mean (deterministic) unless ``n_samples`` > 0, in which case
     the probabilities of that many sampled trajectories are averaged (reported as such); see

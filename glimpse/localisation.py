@@ -92,6 +92,9 @@ def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str =
         raise ValueError("--radius must be > 0 and --batch-size >= 1")
     model, payload = load_model(checkpoint)
     task, kind = payload["task"], payload["kind"]
+    if task.get("n_digits", 1) > 1:
+        raise ValueError(f"{checkpoint} reads {task['n_digits']} digits per canvas; localisation measures "
+                         "single-digit canvases")
     canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split)
     centres, predictions = attention_centres(kind, model, task, canvases.images, batch_size, seed)
     summary = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, radius)

@@ -83,8 +83,8 @@ def test_config_round_trip_and_validation():
     config = SATConfig(canvas_size=100, channels=[8, 16, 32])
     assert config.channels == (8, 16, 32) and config.n_digits == 1
     assert SATConfig(**config.to_dict()) == config
-    with pytest.raises(ValueError, match="n_digits"):
-        SATConfig(n_digits=2)
+    with pytest.raises(ValueError, match="n_digits must be an integer >= 1"):
+        SATConfig(n_digits=0)
     with pytest.raises(ValueError, match="canvas_size"):
         SATConfig(canvas_size=20)
     model = SATClassifier(SATConfig(canvas_size=60, n_glimpses=1))

@@ -21,7 +21,7 @@ class AdditiveAttention(nn.Module):
 
 
 class AttentionDecoder(nn.Module):
-    """features (B, L, D) -> final state h_T (B, H), alpha (B, T, L), beta (B, T).
+    """features (B, L, D) -> states h_1..h_T (B, T, H), alpha (B, T, L), beta (B, T).
 
     h0, c0 = tanh(init_h(mean_i a_i)), tanh(init_c(mean_i a_i)) (Xu et al.'s f_init MLPs, one
     layer each); per step: alpha from (a, h_{t-1}), gate beta = sigmoid(f_beta(h_{t-1})),
@@ -41,12 +41,13 @@ class AttentionDecoder(nn.Module):
         mean = features.mean(1)
         h, c = torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean))
         projected = self.attention.feature_proj(features)  # W_a a_i does not depend on t: once
-        alphas, betas = [], []
+        states, alphas, betas = [], [], []
         for _ in range(self.n_steps):
             alpha = self.attention(projected, h)
             beta = torch.sigmoid(self.gate(h))
             context = beta * torch.bmm(alpha[:, None, :], features).squeeze(1)
             h, c = self.cell(context, (h, c))
+            states.append(h)
             alphas.append(alpha)
             betas.append(beta.squeeze(-1))
-        return h, torch.stack(alphas, 1), torch.stack(betas, 1)
+        return torch.stack(states, 1), torch.stack(alphas, 1), torch.stack(betas, 1)

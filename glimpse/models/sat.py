@@ -3,6 +3,8 @@
 Encoder (sat_encoder.py): a small CNN, canvas -> L = gh * gw feature vectors a_i. Decoder
 (attention_decoder.py): an LSTM that at each of T steps attends over the cells (additive
 attention, gated by beta) and reads the context z_t. The class comes from the final state.
+On a canvas of K digits the decoder reads them out as a sequence, as Xu et al.'s decoder emits
+words: K blocks of T steps, digit k classified from the state at the end of block k.
 No training logic here; :func:`doubly_stochastic_penalty` is a pure function the trainer weights.
 """
 from __future__ import annotations
@@ -22,12 +24,12 @@ MIN_CANVAS = 28  # below this the encoder's grid would be under 3 x 3 cells
 @dataclass
 class SATConfig:
     canvas_size: int = 60
-    n_glimpses: int = 4  # decoder steps, each one attention map
+    n_glimpses: int = 4  # decoder steps per digit, each one attention map
     channels: tuple = (16, 32, 64)  # encoder conv widths; the last is the feature size D
     attention_size: int = 128
     hidden_size: int = 256
     n_classes: int = 10
-    n_digits: int = 1  # reserved for multi-digit canvases; only 1 is implemented
+    n_digits: int = 1  # digits per canvas, read out in order (left to right)
 
     def __post_init__(self):
         self.channels = tuple(self.channels)
@@ -35,8 +37,8 @@ class SATConfig:
             raise ValueError(f"channels must be 3 conv widths, got {self.channels}")
         if self.canvas_size < MIN_CANVAS:
             raise ValueError(f"canvas_size must be >= {MIN_CANVAS}, got {self.canvas_size}")
-        if self.n_digits != 1:
-            raise ValueError(f"n_digits is reserved: only 1 is implemented, got {self.n_digits}")
+        if isinstance(self.n_digits, bool) or not isinstance(self.n_digits, int) or self.n_digits < 1:
+            raise ValueError(f"n_digits must be an integer >= 1, got {self.n_digits!r}")
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -45,14 +47,17 @@ class SATConfig:
 
 
 class SATClassifier(nn.Module):
-    """images (B, 1, H, W) in [0, 1] -> dict of ``logits`` (B, C), ``alpha`` (B, T, gh, gw), ``beta`` (B, T)."""
+    """images (B, 1, H, W) in [0, 1] -> dict of ``logits`` (B, C), ``alpha`` (B, T, gh, gw), ``beta`` (B, T).
+
+    With K = n_digits > 1: ``logits`` (B, K, C), one row per digit in reading order, and K * T
+    steps of ``alpha`` and ``beta``."""
 
     def __init__(self, config: SATConfig):
         super().__init__()
         self.config = config
         self.encoder = ConvEncoder(config.channels)
         self.decoder = AttentionDecoder(self.encoder.feature_size, config.hidden_size, config.attention_size,
-                                        config.n_glimpses)
+                                        config.n_glimpses * config.n_digits)
         self.classifier = nn.Linear(config.hidden_size, config.n_classes)
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -61,8 +66,12 @@ class SATClassifier(nn.Module):
         if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
             raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
         features, (gh, gw) = self.encoder(images)
-        h, alpha, beta = self.decoder(features)
-        return {"logits": self.classifier(h), "alpha": alpha.unflatten(2, (gh, gw)), "beta": beta}
+        states, alpha, beta = self.decoder(features)
+        readouts = states[:, self.config.n_glimpses - 1::self.config.n_glimpses]  # (B, K, H): end of each block
+        logits = self.classifier(readouts)
+        if self.config.n_digits == 1:
+            logits = logits[:, 0]
+        return {"logits": logits, "alpha": alpha.unflatten(2, (gh, gw)), "beta": beta}
 
 
 def doubly_stochastic_penalty(alpha: torch.Tensor) -> torch.Tensor:

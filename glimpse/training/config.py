@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass, field, fields
 
+from glimpse.canvas import DIGIT_SIZE
+
 MODES = ("hard", "soft", "full")
 SOFT_ARCHS = ("draw", "sat")
 FULL_ARCHS = ("cnn", "fc")
@@ -31,6 +33,9 @@ class TrainConfig:
     canvas_size: int = _opt(60, "canvas side in pixels")
     n_clutter: int = _opt(4, "8x8 clutter pieces per canvas")
     centred_digit: bool = _opt(False, "put the digit in the centre (plain MNIST) instead of at random")
+    n_digits: int = _opt(1, "digits per canvas, at random non-overlapping places, labelled left to right; more "
+                         "than 1 is read out as a sequence by Show-Attend-Tell (--mode soft --soft-arch sat), "
+                         "--n-glimpses steps per digit")
     glimpse_size: int = _opt(12, "hard: side g of each glimpse scale, in pixels")
     n_scales: int = _opt(3, "hard: scales per glimpse, each twice as wide as the previous")
     n_glimpses: int = _opt(6, "glimpses per image (RAM, DRAW) or attention steps (Show-Attend-Tell)")
@@ -102,6 +107,7 @@ class TrainConfig:
             raise ValueError(f"--location-std-final must be >= 0, got {self.location_std_final}")
         if self.location_std_final and self.learn_std:
             raise ValueError("--location-std-final anneals a fixed std; it cannot be combined with --learn-std")
+        self._check_n_digits()
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
         from envs.task import GlimpseTask  # fail on impossible sizes before any data is loaded
@@ -109,6 +115,21 @@ class TrainConfig:
         GlimpseTask(canvas_size=self.canvas_size, n_clutter=self.n_clutter, centred_digit=self.centred_digit,
                     glimpse_size=self.glimpse_size, n_scales=self.n_scales, n_glimpses=self.n_glimpses,
                     first_location=self.first_location)
+
+    def _check_n_digits(self) -> None:
+        if isinstance(self.n_digits, bool) or not isinstance(self.n_digits, int) or self.n_digits < 1:
+            raise ValueError(f"--n-digits must be an integer >= 1, got {self.n_digits!r}")
+        if self.n_digits == 1:
+            return
+        if self.model_kind != "sat":
+            raise ValueError(f"--n-digits {self.n_digits}: only Show-Attend-Tell reads several digits "
+                             f"(--mode soft --soft-arch sat); {self.model_kind} classifies one digit per canvas")
+        if self.centred_digit:
+            raise ValueError(f"--n-digits {self.n_digits} cannot be combined with --centred-digit")
+        fits = (self.canvas_size // DIGIT_SIZE) ** 2
+        if self.n_digits > fits:
+            raise ValueError(f"--n-digits {self.n_digits}: at most {fits} non-overlapping {DIGIT_SIZE}x{DIGIT_SIZE} "
+                             f"digits fit on a {self.canvas_size}x{self.canvas_size} canvas")
 
     @property
     def model_kind(self) -> str:
@@ -124,6 +145,8 @@ PRESETS: dict[str, dict] = {
     "translated60": dict(canvas_size=60, n_clutter=0, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
     "cluttered60": dict(canvas_size=60, n_clutter=4, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
     "cluttered100": dict(canvas_size=100, n_clutter=8, centred_digit=False, glimpse_size=12, n_scales=4, n_glimpses=8),
+    # two digits to read left to right (Show-Attend-Tell only), like Ba et al. 2015's two-digit task
+    "multi100": dict(canvas_size=100, n_clutter=8, centred_digit=False, n_digits=2, n_glimpses=4),
 }
 SOFT_PRESET_OVERRIDES: dict[tuple[str, str], dict] = {
     ("sat", "cluttered60"): dict(n_glimpses=4),

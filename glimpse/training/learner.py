@@ -19,8 +19,13 @@ TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_sca
 
 
 def task_of(config: TrainConfig) -> dict:
-    """The canvas recipe and sensor: stored in checkpoints, checked against evaluation images."""
-    return {key: getattr(config, key) for key in TASK_KEYS}
+    """The canvas recipe and sensor: stored in checkpoints, checked against evaluation images.
+    ``n_digits`` appears only when it is above 1, so single-digit tasks keep the keys every
+    earlier checkpoint has (readers use ``task.get("n_digits", 1)``)."""
+    task = {key: getattr(config, key) for key in TASK_KEYS}
+    if config.n_digits > 1:
+        task["n_digits"] = config.n_digits
+    return task
 
 
 def local_batch_size(config: TrainConfig, world_size: int) -> int:

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from glimpse.data import MNISTSplits, load_mnist
 from glimpse.evaluation import fixed_set
-from glimpse.inference import predict_probabilities
+from glimpse.inference import predict_probabilities, read_right
 from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary
 from glimpse.models import HARD_KINDS, SOFT_KINDS
 from glimpse.training import distributed
@@ -78,17 +78,28 @@ def build_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.
     return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 
 
-def accuracy(learner: Learner, images: np.ndarray, labels: np.ndarray, batch_size: int, desc: str) -> float:
+def predict(learner: Learner, images: np.ndarray, batch_size: int, desc: str) -> np.ndarray:
+    """Predicted digits (N,) or (N, K)."""
     with tqdm(total=len(images), desc=desc, leave=False, unit="img", disable=None) as bar:
         probs = predict_probabilities(learner.kind, learner.model, learner.task, images, batch_size, progress=bar)
     learner.model.train()
-    return float((probs.argmax(-1).numpy() == labels).mean())
+    return probs.argmax(-1).numpy()
+
+
+def accuracy(learner: Learner, images: np.ndarray, labels: np.ndarray, batch_size: int, desc: str) -> float:
+    """The share of canvases read right (every digit of a multi-digit canvas)."""
+    return float(read_right(predict(learner, images, batch_size, desc), labels).mean())
 
 
 def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
     """Validation accuracy and, for the attention models, whether they looked at the digit:
     the share of canvases where some step came within DEFAULT_RADIUS pixels of its centre, and
-    the median distance at the last step (see glimpse/localisation.py). One pass serves both."""
+    the median distance at the last step (see glimpse/localisation.py). One pass serves both.
+    Multi-digit canvases report the share of digits read right instead of localisation."""
+    if canvases.labels.ndim == 2:
+        predictions = predict(learner, canvases.images, batch_size, "validate")
+        return {"charts/val_accuracy": float(read_right(predictions, canvases.labels).mean()),
+                "charts/val_digit_accuracy": float((predictions == canvases.labels).mean())}
     if learner.kind not in ATTENTION_KINDS:
         return {"charts/val_accuracy": accuracy(learner, canvases.images, canvases.labels, batch_size, "validate")}
     with tqdm(total=len(canvases.images), desc="validate", leave=False, unit="img", disable=None) as bar:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from glimpse.canvas import make_canvases
 from glimpse.data import MNISTSplits
-from glimpse.inference import canvases_to_tensor
+from glimpse.inference import canvases_to_tensor, read_right
 from glimpse.models import build_model
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import local_batch_size, task_of
@@ -22,7 +22,8 @@ def soft_model_config(config: TrainConfig) -> dict:
     if config.soft_arch == "draw":
         return dict(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
                     hidden_size=config.hidden_size, sigma_units=config.draw_sigma)
-    return dict(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size)
+    return dict(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size,
+                n_digits=config.n_digits)
 
 
 class SoftAttentionLearner:
@@ -44,14 +45,19 @@ class SoftAttentionLearner:
         """The canvases of the whole global minibatch ``indices`` from the step's seed; this
         process trains on its contiguous slice (so N processes match one with the same batch)."""
         batch = make_canvases(np.random.default_rng(step_seed), self.train_digits.images, self.train_digits.labels,
-                              indices, self.config.canvas_size, self.config.n_clutter, self.config.centred_digit)
+                              indices, self.config.canvas_size, self.config.n_clutter, self.config.centred_digit,
+                              self.config.n_digits)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
-        labels = torch.from_numpy(batch.labels[lo:hi]).to(self.device)
+        labels = torch.from_numpy(batch.labels[lo:hi]).to(self.device)  # (B,) or (B, K) digits in reading order
         out = self.forward(canvases_to_tensor(batch.images[lo:hi]).to(self.device))
-        classification = F.cross_entropy(out["logits"], labels)
+        logits = out["logits"]  # (B, C) or (B, K, C): each digit its own cross-entropy term
+        classification = F.cross_entropy(logits.flatten(0, -2), labels.flatten())
         total = classification
+        predictions = logits.argmax(-1)
         metrics = {"losses/classification": classification.detach(),
-                   "charts/accuracy": (out["logits"].argmax(-1) == labels).float().mean()}
+                   "charts/accuracy": read_right(predictions, labels).float().mean()}
+        if labels.dim() == 2:
+            metrics["charts/digit_accuracy"] = (predictions == labels).float().mean()
         if self.kind == "sat":
             from glimpse.models.sat import doubly_stochastic_penalty
 

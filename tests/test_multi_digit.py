@@ -1,0 +1,133 @@
+"""Several digits per canvas, read left to right by Show-Attend-Tell (--n-digits, --preset multi100)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import evaluate
+import train
+from glimpse.canvas import DIGIT_SIZE, fixed_canvas_set, make_canvases
+from glimpse.localisation import localise_checkpoint
+from glimpse.models.sat import SATClassifier, SATConfig
+from glimpse.training.checkpoint import load_checkpoint
+from glimpse.training.config import resolve_config
+
+
+def numbered_pool(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Digit i is a solid block of value i + 1, so a box's pixels say which digit sits there."""
+    images = np.broadcast_to(np.arange(1, n + 1, dtype=np.uint8)[:, None, None], (n, DIGIT_SIZE, DIGIT_SIZE)).copy()
+    return images, np.arange(n) % 10
+
+
+@pytest.mark.parametrize("canvas_size,n_digits", [(60, 2), (100, 3)])
+def test_digits_do_not_overlap_and_are_labelled_in_reading_order(canvas_size, n_digits):
+    images, labels = numbered_pool(50)
+    batch = make_canvases(np.random.default_rng(0), images, labels, np.arange(50), canvas_size, 0,
+                          n_digits=n_digits)
+    assert batch.images.shape == (50, canvas_size, canvas_size)
+    assert batch.labels.shape == (50, n_digits) and batch.digit_xy.shape == (50, n_digits, 2)
+    x, y = batch.digit_xy[..., 0], batch.digit_xy[..., 1]
+    assert np.all((np.diff(x, axis=1) > 0) | ((np.diff(x, axis=1) == 0) & (np.diff(y, axis=1) > 0)))
+    for image, boxes, digit_labels, first in zip(batch.images, batch.digit_xy, batch.labels, range(50)):
+        for i in range(n_digits):
+            for j in range(i + 1, n_digits):
+                assert np.any(np.abs(boxes[i] - boxes[j]) >= DIGIT_SIZE), "two digits overlap"
+        ink = 0
+        placed = []
+        for (bx, by), label in zip(boxes, digit_labels):
+            box = image[by:by + DIGIT_SIZE, bx:bx + DIGIT_SIZE]
+            assert np.all(box == box[0, 0])  # a whole digit, nothing pasted over it
+            placed.append(int(box[0, 0]) - 1)
+            assert label == labels[placed[-1]]
+            ink += box.size
+        assert np.count_nonzero(image) == ink  # nothing outside the boxes: no clutter asked for
+        assert first in placed  # index ``first`` is one of the canvas's digits
+
+
+def test_fixed_set_uses_every_digit_and_is_seeded(bundled):
+    d = bundled.test
+    a = fixed_canvas_set(d.images[:300], d.labels[:300], 100, 8, False, seed=2, n_digits=2)
+    b = fixed_canvas_set(d.images[:300], d.labels[:300], 100, 8, False, seed=2, n_digits=2)
+    np.testing.assert_array_equal(a.images, b.images)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    # each canvas holds its own index's digit (first or second in reading order)
+    assert np.all((a.labels == d.labels[:300, None]).any(1))
+
+
+def test_a_canvas_too_small_for_the_digits_is_a_clear_error():
+    images, labels = numbered_pool(4)
+    with pytest.raises(ValueError, match="could not place 2 non-overlapping 28x28 digits on a 40x40 canvas"):
+        make_canvases(np.random.default_rng(0), images, labels, np.arange(4), 40, 0, n_digits=2)
+    with pytest.raises(ValueError, match="centred"):
+        make_canvases(np.random.default_rng(0), images, labels, np.arange(4), 60, 0, centred=True, n_digits=2)
+
+
+def test_sat_reads_one_digit_per_block_of_steps():
+    torch.manual_seed(0)
+    single = SATClassifier(SATConfig(canvas_size=60, n_glimpses=3, channels=(4, 8, 8), hidden_size=16))
+    double = SATClassifier(SATConfig(canvas_size=60, n_glimpses=3, channels=(4, 8, 8), hidden_size=16, n_digits=2))
+    double.load_state_dict(single.state_dict())  # same parameters: only the number of steps differs
+    images = torch.rand(5, 1, 60, 60)
+    out = double(images)
+    assert out["logits"].shape == (5, 2, 10) and out["alpha"].shape[:2] == (5, 6) and out["beta"].shape == (5, 6)
+    # digit 1 is read from the state after the first block of 3 steps: the one-digit model's output
+    torch.testing.assert_close(out["logits"][:, 0], single(images)["logits"])
+    torch.testing.assert_close(out["alpha"][:, :3], single(images)["alpha"])
+    # digit 2 is read after all 6 steps: a one-digit model with 6 steps, same parameters
+    six_steps = SATClassifier(SATConfig(canvas_size=60, n_glimpses=6, channels=(4, 8, 8), hidden_size=16))
+    six_steps.load_state_dict(single.state_dict())
+    torch.testing.assert_close(out["logits"][:, 1], six_steps(images)["logits"])
+
+
+def test_preset_and_the_errors_of_n_digits():
+    config = resolve_config({"mode": "soft", "preset": "multi100"})
+    assert (config.soft_arch, config.canvas_size, config.n_clutter, config.n_digits, config.n_glimpses) == \
+        ("sat", 100, 8, 2, 4)
+    for bad, message in [({"preset": "multi100"}, "only Show-Attend-Tell reads several digits"),
+                         ({"mode": "soft", "soft_arch": "draw", "preset": "multi100"}, "draw classifies one digit"),
+                         ({"mode": "soft", "preset": "mnist28", "n_digits": 2, "centred_digit": False},
+                          "at most 1 non-overlapping"),
+                         ({"mode": "soft", "preset": "cluttered60", "n_digits": 2, "centred_digit": True},
+                          "--centred-digit"),
+                         ({"mode": "soft", "n_digits": 0}, "--n-digits must be an integer >= 1")]:
+        with pytest.raises(ValueError, match=message):
+            resolve_config(bad)
+
+
+def test_train_py_exits_2_for_n_digits_with_a_single_digit_model(capsys):
+    assert train.main(["--mode", "hard", "--n-digits", "2", "--data-dir", "bundled"]) == 2
+    assert "only Show-Attend-Tell reads several digits" in capsys.readouterr().err
+
+
+def test_sat_learns_to_read_two_digits_and_evaluate_reports_both_accuracies(tmp_path, capsys):
+    argv = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0",
+            "--mode", "soft", "--soft-arch", "sat", "--canvas-size", "56", "--n-clutter", "0", "--n-digits", "2",
+            "--n-glimpses", "2", "--epochs", "3", "--batch-size", "64", "--lr", "3e-3",
+            "--run-dir", str(tmp_path), "--run-name", "two"]
+    assert train.main(argv) == 0
+    best = tmp_path / "two" / "best.pt"
+    checkpoint = load_checkpoint(best)
+    assert checkpoint["task"]["n_digits"] == 2 and checkpoint["model_config"]["n_digits"] == 2
+    # both digits right: chance is 1 %; measured 12 % after these 3 epochs
+    assert checkpoint["test_accuracy"] > 0.06, checkpoint["test_accuracy"]
+    capsys.readouterr()
+    assert evaluate.main(["--checkpoint", str(best), "--data-dir", "bundled", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["accuracy"] == pytest.approx(checkpoint["test_accuracy"]) and result["n_digits"] == 2
+    assert result["digit_accuracy"] > 0.3 and result["digit_accuracy"] > result["accuracy"]
+
+    # --images takes (N, 2) labels in reading order; (N,) labels are refused with exit 2
+    from glimpse.data import load_bundled_subset
+
+    canvases = fixed_canvas_set(*(lambda d: (d.images[:100], d.labels[:100]))(load_bundled_subset().test),
+                                56, 0, False, seed=5, n_digits=2)
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    np.savez(good, images=canvases.images, labels=canvases.labels)
+    np.savez(bad, images=canvases.images, labels=canvases.labels[:, 0])
+    assert evaluate.main(["--checkpoint", str(best), "--images", str(good), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["n"] == 100
+    assert evaluate.main(["--checkpoint", str(best), "--images", str(bad)]) == 2
+    assert "'labels' must be (100, 2) integers (the checkpoint reads 2 digits per canvas)" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="localisation measures single-digit canvases"):
+        localise_checkpoint(best, data_dir="bundled")
