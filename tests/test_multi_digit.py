@@ -63,21 +63,28 @@ def test_a_canvas_too_small_for_the_digits_is_a_clear_error():
         make_canvases(np.random.default_rng(0), images, labels, np.arange(4), 60, 0, centred=True, n_digits=2)
 
 
-def test_sat_reads_one_digit_per_block_of_steps():
+def test_sat_reads_one_digit_per_block_of_steps_and_knows_where_cells_are():
     torch.manual_seed(0)
-    single = SATClassifier(SATConfig(canvas_size=60, n_glimpses=3, channels=(4, 8, 8), hidden_size=16))
-    double = SATClassifier(SATConfig(canvas_size=60, n_glimpses=3, channels=(4, 8, 8), hidden_size=16, n_digits=2))
-    double.load_state_dict(single.state_dict())  # same parameters: only the number of steps differs
+    model = SATClassifier(SATConfig(canvas_size=60, n_glimpses=3, channels=(4, 8, 8), hidden_size=16, n_digits=2))
+    seen = {}
+    model.decoder.register_forward_hook(lambda module, args, out: seen.update(features=args[0], states=out[0]))
     images = torch.rand(5, 1, 60, 60)
-    out = double(images)
+    out = model(images)
     assert out["logits"].shape == (5, 2, 10) and out["alpha"].shape[:2] == (5, 6) and out["beta"].shape == (5, 6)
-    # digit 1 is read from the state after the first block of 3 steps: the one-digit model's output
-    torch.testing.assert_close(out["logits"][:, 0], single(images)["logits"])
-    torch.testing.assert_close(out["alpha"][:, :3], single(images)["alpha"])
-    # digit 2 is read after all 6 steps: a one-digit model with 6 steps, same parameters
-    six_steps = SATClassifier(SATConfig(canvas_size=60, n_glimpses=6, channels=(4, 8, 8), hidden_size=16))
-    six_steps.load_state_dict(single.state_dict())
-    torch.testing.assert_close(out["logits"][:, 1], six_steps(images)["logits"])
+    # digit k is classified from the state after block k of 3 steps
+    for k, step in enumerate((2, 5)):
+        torch.testing.assert_close(out["logits"][:, k], model.classifier(seen["states"][:, step]))
+    # each cell's features end with its (x, y): 7 x 7 cells, row-major, from (-1, -1) to (1, 1)
+    features = seen["features"]
+    assert features.shape == (5, 49, 8 + 2)
+    xy = features[0, :, -2:]
+    torch.testing.assert_close(xy[0], torch.tensor([-1.0, -1.0]))
+    torch.testing.assert_close(xy[6], torch.tensor([1.0, -1.0]))
+    torch.testing.assert_close(xy[48], torch.tensor([1.0, 1.0]))
+    torch.testing.assert_close(features[1, :, -2:], xy)
+    # one digit: no coordinates, the checkpoints' original architecture
+    single = SATClassifier(SATConfig(canvas_size=60, n_glimpses=3, channels=(4, 8, 8), hidden_size=16))
+    assert single.decoder.cell.input_size == 8 and model.decoder.cell.input_size == 10
 
 
 def test_preset_and_the_errors_of_n_digits():

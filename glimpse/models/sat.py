@@ -4,7 +4,9 @@ Encoder (sat_encoder.py): a small CNN, canvas -> L = gh * gw feature vectors a_i
 (attention_decoder.py): an LSTM that at each of T steps attends over the cells (additive
 attention, gated by beta) and reads the context z_t. The class comes from the final state.
 On a canvas of K digits the decoder reads them out as a sequence, as Xu et al.'s decoder emits
-words: K blocks of T steps, digit k classified from the state at the end of block k.
+words: K blocks of T steps, digit k classified from the state at the end of block k. Reading
+order is about place, which convolution features do not carry, so each cell's feature vector
+then also gets the cell's (x, y) in [-1, 1].
 No training logic here; :func:`doubly_stochastic_penalty` is a pure function the trainer weights.
 """
 from __future__ import annotations
@@ -56,7 +58,9 @@ class SATClassifier(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = ConvEncoder(config.channels)
-        self.decoder = AttentionDecoder(self.encoder.feature_size, config.hidden_size, config.attention_size,
+        self.with_coordinates = config.n_digits > 1
+        feature_size = self.encoder.feature_size + (2 if self.with_coordinates else 0)
+        self.decoder = AttentionDecoder(feature_size, config.hidden_size, config.attention_size,
                                         config.n_glimpses * config.n_digits)
         self.classifier = nn.Linear(config.hidden_size, config.n_classes)
 
@@ -66,12 +70,20 @@ class SATClassifier(nn.Module):
         if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
             raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
         features, (gh, gw) = self.encoder(images)
+        if self.with_coordinates:
+            features = torch.cat([features, cell_coordinates(gh, gw, features).expand(len(features), -1, -1)], -1)
         states, alpha, beta = self.decoder(features)
         readouts = states[:, self.config.n_glimpses - 1::self.config.n_glimpses]  # (B, K, H): end of each block
         logits = self.classifier(readouts)
         if self.config.n_digits == 1:
             logits = logits[:, 0]
         return {"logits": logits, "alpha": alpha.unflatten(2, (gh, gw)), "beta": beta}
+
+
+def cell_coordinates(gh: int, gw: int, like: torch.Tensor) -> torch.Tensor:
+    """(1, gh * gw, 2): each cell's (x, y), from -1 (left, top) to 1, in the encoder's row-major cell order."""
+    y, x = torch.meshgrid(torch.linspace(-1, 1, gh), torch.linspace(-1, 1, gw), indexing="ij")
+    return torch.stack([x, y], -1).reshape(1, gh * gw, 2).to(like)
 
 
 def doubly_stochastic_penalty(alpha: torch.Tensor) -> torch.Tensor:
