@@ -81,19 +81,21 @@ def make_canvases(
         px, py = rng.integers(0, canvas_size - CLUTTER_SIZE + 1, size=(2, n))
         _paste_add(canvas, patches, px, py)
     if n_digits > 1:
-        return _place_several(rng, canvas, digits, labels, indices, n_digits, centred)
-    if centred:
-        offset = (canvas_size - DIGIT_SIZE) // 2
-        digit_xy = np.full((n, 2), offset, dtype=np.int64)
+        placed, digit_xy = _place_several(rng, canvas, digits, indices, n_digits, centred)
     else:
-        digit_xy = rng.integers(0, canvas_size - DIGIT_SIZE + 1, size=(n, 2))
-    _paste_add(canvas, digits[indices], digit_xy[:, 0], digit_xy[:, 1])
+        placed = indices
+        if centred:
+            digit_xy = np.full((n, 2), (canvas_size - DIGIT_SIZE) // 2, dtype=np.int64)
+        else:
+            digit_xy = rng.integers(0, canvas_size - DIGIT_SIZE + 1, size=(n, 2))
+        _paste_add(canvas, digits[indices], digit_xy[:, 0], digit_xy[:, 1])
     np.clip(canvas, 0, 255, out=canvas)
-    return CanvasBatch(canvas.astype(np.uint8), np.asarray(labels)[indices].astype(np.int64), digit_xy)
+    return CanvasBatch(canvas.astype(np.uint8), np.asarray(labels)[placed].astype(np.int64), digit_xy)
 
 
-def _place_several(rng, canvas, digits, labels, indices, n_digits: int, centred: bool) -> CanvasBatch:
-    """Add ``n_digits`` non-overlapping digits to the cluttered int16 ``canvas`` (N, H, W)."""
+def _place_several(rng, canvas, digits, indices, n_digits: int, centred: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Add ``n_digits`` non-overlapping digits to the int16 ``canvas`` (N, H, W); returns which
+    digits (N, K) and where (N, K, 2), in reading order."""
     if centred:
         raise ValueError("several digits cannot all be centred: use random positions")
     n, size = len(indices), canvas.shape[-1]
@@ -104,8 +106,7 @@ def _place_several(rng, canvas, digits, labels, indices, n_digits: int, centred:
     digit_xy = np.take_along_axis(digit_xy, order[..., None], 1)
     for k in range(n_digits):  # one vectorised paste per digit slot, not per canvas
         _paste_add(canvas, digits[placed[:, k]], digit_xy[:, k, 0], digit_xy[:, k, 1])
-    np.clip(canvas, 0, 255, out=canvas)
-    return CanvasBatch(canvas.astype(np.uint8), np.asarray(labels)[placed].astype(np.int64), digit_xy)
+    return placed, digit_xy
 
 
 def non_overlapping_positions(rng: np.random.Generator, n: int, n_digits: int, canvas_size: int) -> np.ndarray:
