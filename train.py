@@ -42,10 +42,11 @@ def resumed_config(args) -> TrainConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    finished = False
     try:
         config = resumed_config(args) if args.resume else config_from_args(args)
         result = train(config, resume=args.resume)
-        main_process = distributed.is_main()
+        main_process, finished = distributed.is_main(), True
     except (ValueError, DataError, CheckpointError, FileExistsError) as exc:
         return fail(exc)
     except TrainingDiverged as exc:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        distributed.cleanup()
+        distributed.cleanup(finished)
     if not main_process:  # under torchrun only rank 0 reports
         return 0
     error = 100 * (1 - result.test_accuracy)

@@ -87,6 +87,11 @@ def barrier() -> None:
         dist.barrier()
 
 
-def cleanup() -> None:
-    if active():
-        dist.destroy_process_group()
+def cleanup(finished: bool = False) -> None:
+    """Leave the process group. ``finished``: every rank got here normally, so first wait for all
+    of them; a rank that tears its gloo pairs down while a peer still talks to it can abort."""
+    if not active():
+        return
+    if finished and world_size() > 1:
+        dist.barrier()
+    dist.destroy_process_group()
