@@ -40,16 +40,20 @@ def test_first_step_is_centred_and_covers_the_canvas(size):
     assert (f_x[0].sum(0) > 1e-3).all()  # no column of the canvas is left out
 
 
-def test_sigma_units_start_from_the_same_read():
+def test_sigma_units_and_floor_start_from_the_same_read():
     torch.manual_seed(0)
     images = torch.rand(2, 1, 60, 60)
     reads = {}
-    for units in ("pixels", "stride"):
+    for units, min_sigma in (("pixels", 0.0), ("stride", 0.0), ("pixels", 0.5), ("stride", 0.5)):
         torch.manual_seed(1)
-        reads[units] = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=1, sigma_units=units))(images)["reads"]
-    torch.testing.assert_close(reads["stride"], reads["pixels"])
+        config = DRAWConfig(canvas_size=60, n_glimpses=1, sigma_units=units, min_sigma=min_sigma)
+        reads[units, min_sigma] = DRAWClassifier(config)(images)["reads"]
+    for read in reads.values():
+        torch.testing.assert_close(read, reads["pixels", 0.0])
     with pytest.raises(ValueError, match="sigma_units"):
         DRAWConfig(sigma_units="metres")
+    with pytest.raises(ValueError, match="min_sigma"):
+        DRAWConfig(canvas_size=60, min_sigma=2.7)  # the first read's filters are 2.68 px wide
 
 
 def test_first_read_sees_a_corner_blob_in_the_corner():

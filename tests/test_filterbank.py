@@ -47,6 +47,28 @@ def test_sigma_in_stride_units_scales_with_the_stride():
         attention_params(raw, 60, 60, 12, sigma_units="metres")
 
 
+def test_sigma_floor_is_smooth_and_bounds_the_centre_gradient():
+    # a filter far narrower than a pixel: the read snaps between pixels and its gradient explodes
+    raw = torch.stack([raw_params(0.013, 0.0, 1e-3, 0.2)[0]]).requires_grad_(True)
+    image = torch.rand(1, 60, 60, generator=torch.Generator().manual_seed(0))
+
+    def centre_gradient(min_sigma):
+        raw.grad = None
+        params = attention_params(raw, 60, 60, 12, min_sigma=min_sigma)
+        f_x, f_y = filterbank_matrices(params, 60, 60, 12)
+        read(image, f_x, f_y, params.gamma).sum().backward()
+        return params, raw.grad[0, 0].abs().item()
+
+    floored, with_floor = centre_gradient(0.5)
+    torch.testing.assert_close(floored.sigma2, torch.tensor([0.25 + 1e-3]))  # floor^2 + exp(raw)
+    _, without_floor = centre_gradient(0.0)
+    assert 0 < with_floor < without_floor / 10
+    attention_params(raw, 60, 60, 12, min_sigma=0.5).sigma2.sum().backward()
+    assert raw.grad[0, 2] != 0  # the learned part still gets a gradient above the floor
+    with pytest.raises(ValueError, match="min_sigma"):
+        attention_params(raw, 60, 60, 12, min_sigma=-1.0)
+
+
 def test_unit_delta_spreads_the_grid_from_first_to_last_pixel_centre():
     size, n = 60, 12
     params = attention_params(raw_params(sigma2=1e-3, batch=1), size, size, n)

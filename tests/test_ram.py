@@ -95,9 +95,9 @@ def test_reinforce_trains_the_location_network_and_not_the_baseline():
 
 
 @pytest.mark.parametrize("location_hidden", [0, 32])
-def test_detach_policy_input_stops_reinforce_at_the_location_network(location_hidden):
+def test_reinforce_into_core_0_stops_reinforce_at_the_location_network(location_hidden):
     torch.manual_seed(0)
-    model = RecurrentAttentionModel(RAMConfig(detach_policy_input=True, location_hidden=location_hidden))
+    model = RecurrentAttentionModel(RAMConfig(reinforce_into_core=0.0, location_hidden=location_hidden))
     r = rollout(model)
     loss = hybrid_loss(r.logits, r.labels, torch.ones(B), r.log_probs, r.baselines)
     g = grads_of(model, loss.reinforce)
@@ -105,6 +105,41 @@ def test_detach_policy_input_stops_reinforce_at_the_location_network(location_hi
     if location_hidden:  # both layers of the deeper location network learn
         assert group(g, "location_policy.mean.0") > 0 and group(g, "location_policy.mean.2") > 0
     assert group(g, "core") == 0 and group(g, "glimpse_network") == 0
+
+
+def test_reinforce_into_core_scales_exactly_the_gradient_that_leaves_the_location_network():
+    def reinforce_grads(scale):
+        torch.manual_seed(0)
+        model = RecurrentAttentionModel(RAMConfig(reinforce_into_core=scale))
+        r = rollout(model)
+        reward = (torch.arange(B) % 2).float()
+        loss = hybrid_loss(r.logits, r.labels, reward, r.log_probs, r.baselines)
+        model.zero_grad(set_to_none=True)
+        loss.reinforce.backward()
+        return r, {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+    r_full, full = reinforce_grads(1.0)
+    r_tenth, tenth = reinforce_grads(0.1)
+    # the same episodes: the setting changes no forward value
+    torch.testing.assert_close(r_tenth.locations, r_full.locations, rtol=0, atol=0)
+    torch.testing.assert_close(r_tenth.logits, r_full.logits, rtol=0, atol=0)
+    assert set(tenth) == set(full)
+    for name, grad in full.items():
+        if name.startswith("location_policy"):  # the location network keeps its whole gradient
+            torch.testing.assert_close(tenth[name], grad)
+        else:
+            assert name.startswith(("core", "glimpse_network")), name
+            assert grad.abs().sum() > 0
+            torch.testing.assert_close(tenth[name], 0.1 * grad, rtol=1e-4, atol=1e-7)
+
+
+def test_reinforce_into_core_is_validated_and_old_configs_still_load():
+    with pytest.raises(ValueError, match="reinforce_into_core"):
+        RAMConfig(reinforce_into_core=1.5)
+    # checkpoints written before the option recorded a bool
+    assert RAMConfig(detach_policy_input=True).reinforce_into_core == 0.0
+    assert RAMConfig(detach_policy_input=False).reinforce_into_core == 1.0
+    assert "detach_policy_input" not in RAMConfig(detach_policy_input=True).to_dict()
 
 
 def test_baseline_loss_trains_only_the_baseline():

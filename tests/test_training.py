@@ -117,6 +117,9 @@ def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
     (["--location-std-final", "-0.1"], "location-std-final"),
     (["--location-hidden", "-1"], "location-hidden"),
     (["--location-std-final", "0.1", "--learn-std"], "learn-std"),
+    (["--reinforce-into-core", "2"], "reinforce-into-core"),
+    (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma", "-0.5"], "draw-min-sigma"),
+    (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma", "3"], "draw-min-sigma"),
 ])
 def test_train_bad_input_exits_2(argv, match, tmp_path, capsys):
     assert train.main(argv + ["--run-dir", str(tmp_path), "--threads", "1"]) == 2
@@ -139,6 +142,14 @@ def test_annealed_location_std_follows_the_cosine_and_is_logged(tmp_path):
     steps_per_epoch = len(load_bundled_subset().train) // 32
     expected = [0.1 + 0.2 * 0.5 * (1 + math.cos(math.pi * s / steps_per_epoch)) for s in range(6)]
     assert stds == pytest.approx(expected, rel=1e-6)  # 0.3 at step 0, decreasing toward 0.1
+
+
+def test_runs_saved_before_reinforce_into_core_still_resume_and_report():
+    from glimpse.training.config import TrainConfig
+
+    assert TrainConfig(detach_policy_input=True).reinforce_into_core == 0.0
+    assert TrainConfig(detach_policy_input=False).reinforce_into_core == 1.0
+    assert "detach_policy_input" not in TrainConfig().to_dict()
 
 
 def test_help_states_each_default_once(capsys):

@@ -19,7 +19,8 @@ from glimpse.models.filterbank import SIGMA_UNITS, attention_params, filterbank_
 @dataclass
 class DRAWConfig:
     """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T;
-    sigma_units: "pixels" (the paper) or "stride" (see filterbank.attention_params)."""
+    sigma_units: "pixels" (the paper) or "stride"; min_sigma: a smooth floor on sigma in pixels, 0 in
+    the paper (see filterbank.attention_params)."""
 
     canvas_size: int = 60
     read_size: int = 12
@@ -27,10 +28,15 @@ class DRAWConfig:
     hidden_size: int = 256
     n_classes: int = 10
     sigma_units: str = "pixels"
+    min_sigma: float = 0.0
 
     def __post_init__(self):
         if self.sigma_units not in SIGMA_UNITS:
             raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {self.sigma_units!r}")
+        half_stride = (self.canvas_size - 1) / max(self.read_size - 1, 1) / 2
+        if not 0 <= self.min_sigma < half_stride:
+            raise ValueError(f"min_sigma must be in [0, {half_stride:.2f}) pixels (half the first read's "
+                             f"stride), got {self.min_sigma}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,10 +57,12 @@ class DRAWClassifier(nn.Module):
         # (delta~ = 1), sigma = half the stride so neighbouring filters overlap without blurring
         # the whole canvas, gamma = 1. Small weights keep the first moves near that read.
         stride = (size - 1) / max(n - 1, 1)
-        half_stride = 0.5 if config.sigma_units == "stride" else stride / 2
+        initial_sigma2 = (stride / 2) ** 2 - config.min_sigma ** 2  # the part above the floor
+        if config.sigma_units == "stride":
+            initial_sigma2 /= stride ** 2
         with torch.no_grad():
             self.attention.weight.mul_(0.1)
-            self.attention.bias.copy_(torch.tensor([0.0, 0.0, math.log(half_stride ** 2), 0.0, 0.0]))
+            self.attention.bias.copy_(torch.tensor([0.0, 0.0, math.log(initial_sigma2), 0.0, 0.0]))
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         """images (B, 1, H, W) with H = W = canvas_size -> dict (see the class docstring)."""
@@ -67,7 +75,8 @@ class DRAWClassifier(nn.Module):
         c = canvas.new_zeros(batch, self.config.hidden_size)
         records = {"centre": [], "stride": [], "sigma2": [], "gamma": [], "reads": []}
         for _ in range(self.config.n_glimpses):
-            params = attention_params(self.attention(h), size, size, self.config.read_size, self.config.sigma_units)
+            params = attention_params(self.attention(h), size, size, self.config.read_size, self.config.sigma_units,
+                                      self.config.min_sigma)
             f_x, f_y = filterbank_matrices(params, size, size, self.config.read_size)
             patch = read(canvas, f_x, f_y, params.gamma)
             h, c = self.cell(patch.flatten(1), (h, c))  # input: the patch; recurrence: h_{t-1}

@@ -5,7 +5,7 @@ Each field's ``help`` is its --help text, so the command line documents itself.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import InitVar, asdict, dataclass, field, fields
 
 from glimpse.canvas import DIGIT_SIZE
 
@@ -52,15 +52,17 @@ class TrainConfig:
                                 "linear location network, as in the paper)")
     random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
                                  "paper's random-glimpse baseline: no policy, no REINFORCE)")
-    detach_policy_input: bool = _opt(True, "hard: stop REINFORCE at the location network; --no-detach-policy-input "
-                                     "lets it reach the core and glimpse network as in the paper (learns ~2x slower "
-                                     "here, see README)")
+    reinforce_into_core: float = _opt(0.0, "hard: share of the REINFORCE gradient that goes on from the location "
+                                      "network into the core and glimpse network: 0 stops it there, 1 is the paper; "
+                                      "0.1 lets the policy shape the features (see README, Training)")
     reinforce_weight: float = _opt(1.0, "hard: weight of the REINFORCE term in the hybrid loss")
     baseline_weight: float = _opt(1.0, "hard: weight of the baseline's squared error")
     # soft attention
     read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
     draw_sigma: str = _opt("pixels", "draw: units of the filters' learned sigma: pixels (the paper) or stride "
                            "(sigma follows the grid's zoom, so zoomed-in reads stay smooth)", ("pixels", "stride"))
+    draw_min_sigma: float = _opt(0.0, "draw: smooth floor on the filters' sigma in pixels (0: none, the paper); "
+                                 "0.5 stops filters from shrinking to single pixels, whose gradient explodes")
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))
@@ -90,7 +92,14 @@ class TrainConfig:
     eval_batch_size: int = _opt(500, "batch size for validation and test")
     max_steps: int = _opt(0, "stop after this many steps in all (0: run all epochs); for smoke tests")
 
-    def __post_init__(self):
+    # runs saved before --reinforce-into-core recorded this bool instead (True: 0, False: 1)
+    detach_policy_input: InitVar[bool | None] = None
+
+    def __post_init__(self, detach_policy_input: bool | None = None):
+        if detach_policy_input is not None:
+            self.reinforce_into_core = 0.0 if detach_policy_input else 1.0
+        if not 0 <= self.reinforce_into_core <= 1:
+            raise ValueError(f"--reinforce-into-core must be in [0, 1], got {self.reinforce_into_core}")
         for f in fields(self):
             choices = f.metadata.get("choices")
             if choices and getattr(self, f.name) not in choices:
@@ -115,6 +124,14 @@ class TrainConfig:
         GlimpseTask(canvas_size=self.canvas_size, n_clutter=self.n_clutter, centred_digit=self.centred_digit,
                     glimpse_size=self.glimpse_size, n_scales=self.n_scales, n_glimpses=self.n_glimpses,
                     first_location=self.first_location)
+        if self.model_kind == "draw":
+            from glimpse.models.draw import DRAWConfig
+
+            try:
+                DRAWConfig(canvas_size=self.canvas_size, read_size=self.read_size, n_glimpses=self.n_glimpses,
+                           hidden_size=self.hidden_size, sigma_units=self.draw_sigma, min_sigma=self.draw_min_sigma)
+            except ValueError as exc:
+                raise ValueError(f"--draw-min-sigma: {exc}") from exc
 
     def _check_n_digits(self) -> None:
         if isinstance(self.n_digits, bool) or not isinstance(self.n_digits, int) or self.n_digits < 1:

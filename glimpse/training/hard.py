@@ -31,7 +31,7 @@ class HardAttentionLearner:
             hidden_size=config.hidden_size, core=config.core,
             location_std=config.location_std_final or config.location_std,
             learn_std=config.learn_std, location_hidden=config.location_hidden,
-            detach_policy_input=config.detach_policy_input,
+            reinforce_into_core=config.reinforce_into_core,
             policy="random" if config.random_glimpses else "learned",
         ).to_dict()
         self.model = RecurrentAttentionModel(RAMConfig(**self.model_config)).to(self.device)

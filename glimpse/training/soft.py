@@ -21,7 +21,8 @@ def soft_model_config(config: TrainConfig) -> dict:
         return dict(canvas_size=config.canvas_size, hidden_size=config.hidden_size)
     if config.soft_arch == "draw":
         return dict(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
-                    hidden_size=config.hidden_size, sigma_units=config.draw_sigma)
+                    hidden_size=config.hidden_size, sigma_units=config.draw_sigma,
+                    min_sigma=config.draw_min_sigma)
     return dict(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size,
                 n_digits=config.n_digits)
 

@@ -5,7 +5,7 @@ environment and the trainer (glimpse/training/hard.py), so the model holds no tr
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import InitVar, asdict, dataclass
 from typing import NamedTuple
 
 import torch
@@ -30,11 +30,18 @@ class RAMConfig:
     location_std: float = 0.15
     learn_std: bool = False
     location_hidden: int = 0  # hidden units of the location network's mean (0: linear, the paper)
-    detach_policy_input: bool = False
+    # share of the REINFORCE gradient that reaches the core and glimpse network (1: the paper; 0: it
+    # stops at the location network). Old checkpoints say detach_policy_input=True/False instead.
+    reinforce_into_core: float = 1.0
+    detach_policy_input: InitVar[bool | None] = None
     policy: str = "learned"  # "random": look at uniformly random locations (the paper's baseline)
     n_classes: int = 10
 
-    def __post_init__(self):
+    def __post_init__(self, detach_policy_input: bool | None = None):
+        if detach_policy_input is not None:
+            self.reinforce_into_core = 0.0 if detach_policy_input else 1.0
+        if not 0 <= self.reinforce_into_core <= 1:
+            raise ValueError(f"reinforce_into_core must be in [0, 1], got {self.reinforce_into_core}")
         if self.core not in CORES:
             raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
         if self.policy not in ("learned", "random"):
@@ -62,8 +69,11 @@ class RAMStep(NamedTuple):
 class RecurrentAttentionModel(nn.Module):
     """glimpse (B, k, g, g) + location (B, 2) + state -> :class:`RAMStep`.
 
-    ``detach_policy_input`` stops REINFORCE at the location network (a common stabiliser);
-    by default, as in the paper, the policy gradient also trains the core and glimpse network.
+    ``reinforce_into_core`` scales the REINFORCE gradient where it leaves the location network
+    for the core and glimpse network: 1 (the default) is the paper, 0 stops it at the location
+    network (a common stabiliser), and in between the policy still shapes the features (so they
+    come to encode where the digit is) without its noise swamping the cross-entropy gradient.
+    The forward values are the same for every setting.
     """
 
     def __init__(self, config: RAMConfig):
@@ -86,6 +96,16 @@ class RecurrentAttentionModel(nn.Module):
             raise ValueError(f"glimpse must be (B, {expected[0]}, {expected[1]}, {expected[2]}), got {tuple(glimpse.shape)}")
         g = self.glimpse_network(glimpse, location.detach())  # a location is an action: no gradient path
         h, state = self.core(g, state)
-        policy_input = h.detach() if self.config.detach_policy_input else h
+        policy_input = scale_gradient(h, self.config.reinforce_into_core)
         mean, std = self.location_policy(policy_input)
         return RAMStep(self.classifier(h), mean, std, self.baseline(h), state)
+
+
+def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """``x`` in the forward pass; its gradient times ``scale`` in the backward pass (0: detached)."""
+    if scale == 0:
+        return x.detach()
+    if scale == 1:
+        return x
+    frozen = x.detach()
+    return frozen + scale * (x - frozen)  # value exactly x; d/dx = scale
