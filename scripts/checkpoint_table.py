@@ -32,8 +32,9 @@ DEFAULTS = {"run_dir", "run_name", "threads", "data_dir", "log_every", "image_ev
 
 def command(config: dict) -> str:
     """The train.py options that differ from the preset defaults, in the order of the config."""
-    from glimpse.training.config import resolve_config
+    from glimpse.training.config import TrainConfig, resolve_config
 
+    config = TrainConfig(**config).to_dict()  # today's option names for a run saved under older ones
     chosen = ("mode", "soft_arch", "full_arch", "preset")
     base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
     parts = [f"--mode {config['mode']}"]

@@ -223,17 +223,23 @@ def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
         assert match in capsys.readouterr().err
 
 
-def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_path, capsys):
-    """scripts/checkpoint_table.py (the README's results table): evaluate.py's deterministic error,
-    RAM's error averaged over sampled trajectories, the target and the command that trained it."""
+def load_checkpoint_table():
     import importlib.util
-    import shutil
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "checkpoint_table.py"
     spec = importlib.util.spec_from_file_location("checkpoint_table", script)
     table = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table)
+    return table
+
+
+def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_path, capsys):
+    """scripts/checkpoint_table.py (the README's results table): evaluate.py's deterministic error,
+    RAM's error averaged over sampled trajectories, the target and the command that trained it."""
+    import shutil
+
+    table = load_checkpoint_table()
     shutil.copy(hard_checkpoint, tmp_path / "ram-cluttered60.pt")
     table.main(["--checkpoints", str(tmp_path), "--data-dir", "bundled", "--samples", "2"])
     row = capsys.readouterr().out.strip().splitlines()[-1].split(" | ")
@@ -242,3 +248,13 @@ def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_
     assert float(row[1]) == pytest.approx(deterministic, abs=0.006)
     assert 0 <= float(row[2]) <= 100 and row[3] == "<= 4.5"
     assert row[-1].startswith("`python train.py --mode hard --preset cluttered60") and "--max-steps" not in row[-1]
+
+
+def test_checkpoint_table_writes_todays_options_for_runs_saved_under_old_names():
+    from glimpse.training.config import TrainConfig
+
+    table = load_checkpoint_table()
+    saved = TrainConfig(preset="cluttered60").to_dict()
+    del saved["reinforce_into_core"]  # runs before the option recorded detach_policy_input
+    assert table.command({**saved, "detach_policy_input": True}) == "python train.py --mode hard --preset cluttered60"
+    assert table.command({**saved, "detach_policy_input": False}).endswith("--preset cluttered60 --reinforce-into-core 1.0")

@@ -62,7 +62,7 @@ class TrainConfig:
     draw_sigma: str = _opt("pixels", "draw: units of the filters' learned sigma: pixels (the paper) or stride "
                            "(sigma follows the grid's zoom, so zoomed-in reads stay smooth)", ("pixels", "stride"))
     draw_min_sigma: float = _opt(0.0, "draw: smooth floor on the filters' sigma in pixels (0: none, the paper); "
-                                 "0.5 stops filters from shrinking to single pixels, whose gradient explodes")
+                                 "0.5 is about bilinear sampling (did not stop DRAW's 100x100 collapses: README)")
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))
