@@ -44,16 +44,22 @@ def test_sigma_units_and_floor_start_from_the_same_read():
     torch.manual_seed(0)
     images = torch.rand(2, 1, 60, 60)
     reads = {}
-    for units, min_sigma in (("pixels", 0.0), ("stride", 0.0), ("pixels", 0.5), ("stride", 0.5)):
+    for units, min_sigma, strides in (("pixels", 0.0, 0.0), ("stride", 0.0, 0.0), ("pixels", 0.5, 0.0),
+                                      ("stride", 0.5, 0.0), ("pixels", 0.0, 0.4), ("stride", 0.5, 0.4)):
         torch.manual_seed(1)
-        config = DRAWConfig(canvas_size=60, n_glimpses=1, sigma_units=units, min_sigma=min_sigma)
-        reads[units, min_sigma] = DRAWClassifier(config)(images)["reads"]
+        config = DRAWConfig(canvas_size=60, n_glimpses=1, sigma_units=units, min_sigma=min_sigma,
+                            min_sigma_strides=strides)
+        reads[units, min_sigma, strides] = DRAWClassifier(config)(images)["reads"]
     for read in reads.values():
-        torch.testing.assert_close(read, reads["pixels", 0.0])
+        torch.testing.assert_close(read, reads["pixels", 0.0, 0.0])
     with pytest.raises(ValueError, match="sigma_units"):
         DRAWConfig(sigma_units="metres")
     with pytest.raises(ValueError, match="min_sigma"):
         DRAWConfig(canvas_size=60, min_sigma=2.7)  # the first read's filters are 2.68 px wide
+    with pytest.raises(ValueError, match="min_sigma"):
+        DRAWConfig(canvas_size=60, min_sigma=1.7, min_sigma_strides=0.4)  # 2.68 px less a 2.15 px floor
+    with pytest.raises(ValueError, match="min_sigma_strides"):
+        DRAWConfig(canvas_size=60, min_sigma_strides=0.5)
 
 
 def test_first_read_sees_a_corner_blob_in_the_corner():
@@ -104,3 +110,31 @@ def test_bad_input_shape_raises(shape):
     with pytest.raises(ValueError, match=r"images must be \(B, 1, 60, 60\), got") as info:
         model(torch.rand(*shape))
     assert str(tuple(shape)) in str(info.value)
+
+
+def test_attention_into_core_scales_the_gradient_that_leaves_the_attention_head():
+    # Two steps: h1 = LSTM(read 1); read 2 is placed by attention(h1); the class comes from h2. The
+    # gradient into h1 is the LSTM's own path plus S times the path through read 2's placement, so
+    # every parameter's gradient is affine in S: g(S) = g(0) + S (g(1) - g(0)).
+    images, labels = torch.rand(4, 1, 60, 60, generator=torch.Generator().manual_seed(0)), torch.arange(4)
+
+    def run(scale):
+        torch.manual_seed(0)
+        model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=2, attention_into_core=scale))
+        with torch.no_grad():
+            model.attention.weight.mul_(10)  # so that where read 2 falls matters
+        out = model(images)
+        F.cross_entropy(out["logits"], labels).backward()
+        return out, {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    (out_0, g_0), (out_s, g_s), (out_1, g_1) = run(0.0), run(0.3), run(1.0)
+    for key in ("logits", "centre", "reads"):  # the setting changes no forward value
+        torch.testing.assert_close(out_s[key], out_1[key], rtol=0, atol=0)
+        torch.testing.assert_close(out_0[key], out_1[key], rtol=0, atol=0)
+    for name in g_1:
+        torch.testing.assert_close(g_s[name], g_0[name] + 0.3 * (g_1[name] - g_0[name]), rtol=1e-4, atol=1e-6)
+    # the path exists: with all of it the LSTM's input weights get another gradient than with none
+    assert not torch.allclose(g_1["cell.weight_ih"], g_0["cell.weight_ih"])
+    assert (g_0["attention.weight"].abs().sum(1) > 0).all()  # the attention head still learns at S = 0
+    with pytest.raises(ValueError, match="attention_into_core"):
+        DRAWConfig(attention_into_core=1.5)

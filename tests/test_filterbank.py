@@ -69,6 +69,31 @@ def test_sigma_floor_is_smooth_and_bounds_the_centre_gradient():
         attention_params(raw, 60, 60, 12, min_sigma=-1.0)
 
 
+def test_stride_floor_follows_the_zoom():
+    # the same learned part at two zooms: the floor is k strides wide at each, on top of exp(raw)
+    raw = torch.stack([raw_params(0.0, 0.0, 1e-3, 1.0)[0], raw_params(0.2, 0.1, 1e-3, 0.1)[0]]).requires_grad_(True)
+    params = attention_params(raw, 60, 60, 12, min_sigma_strides=0.4)
+    torch.testing.assert_close(params.sigma2, 1e-3 + (0.4 * params.stride) ** 2)
+    params.sigma2.sum().backward()
+    assert (raw.grad[:, 2] != 0).all() and (raw.grad[:, 3] != 0).all()  # sigma learns; zooming widens the floor
+    # zoomed in to a 2 px stride with needle-thin filters centred on the odd pixels (19, 21, ...,
+    # 41), the grid point-samples the canvas and misses a stroke on pixel column 30; the floor sees it
+    stroke = torch.zeros(1, 60, 60)
+    stroke[0, :, 30] = 1.0
+    zoomed = raw_params(pixels_to_unit(torch.tensor(30.5), 60).item(), 0.0, 1e-4, 2.0 * unit_stride(60, 12))
+
+    def stroke_seen(k):
+        params = attention_params(zoomed, 60, 60, 12, min_sigma_strides=k)
+        torch.testing.assert_close(params.stride, torch.tensor([2.0]))
+        f_x, f_y = filterbank_matrices(params, 60, 60, 12)
+        return read(stroke, f_x, f_y, params.gamma).amax().item()
+    assert stroke_seen(0.0) < 1e-6
+    assert stroke_seen(0.4) > 0.1
+    for bad in (-0.1, 0.5):
+        with pytest.raises(ValueError, match="min_sigma_strides"):
+            attention_params(raw, 60, 60, 12, min_sigma_strides=bad)
+
+
 def test_unit_delta_spreads_the_grid_from_first_to_last_pixel_centre():
     size, n = 60, 12
     params = attention_params(raw_params(sigma2=1e-3, batch=1), size, size, n)

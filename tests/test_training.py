@@ -120,6 +120,8 @@ def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
     (["--reinforce-into-core", "2"], "reinforce-into-core"),
     (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma", "-0.5"], "draw-min-sigma"),
     (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma", "3"], "draw-min-sigma"),
+    (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma-strides", "0.5"], "draw-min-sigma-strides"),
+    (["--mode", "soft", "--soft-arch", "draw", "--attention-into-core", "-0.1"], "attention-into-core"),
 ])
 def test_train_bad_input_exits_2(argv, match, tmp_path, capsys):
     assert train.main(argv + ["--run-dir", str(tmp_path), "--threads", "1"]) == 2

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from glimpse.models.gradients import scale_gradient
 from glimpse.models.filterbank import SIGMA_UNITS, attention_params, filterbank_matrices, read
 
 
@@ -20,7 +21,8 @@ from glimpse.models.filterbank import SIGMA_UNITS, attention_params, filterbank_
 class DRAWConfig:
     """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T;
     sigma_units: "pixels" (the paper) or "stride"; min_sigma: a smooth floor on sigma in pixels, 0 in
-    the paper (see filterbank.attention_params)."""
+    the paper; min_sigma_strides: a floor in strides, which follows the zoom, 0 in the paper (see
+    filterbank.attention_params)."""
 
     canvas_size: int = 60
     read_size: int = 12
@@ -29,14 +31,22 @@ class DRAWConfig:
     n_classes: int = 10
     sigma_units: str = "pixels"
     min_sigma: float = 0.0
+    min_sigma_strides: float = 0.0
+    attention_into_core: float = 1.0
 
     def __post_init__(self):
         if self.sigma_units not in SIGMA_UNITS:
             raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {self.sigma_units!r}")
-        half_stride = (self.canvas_size - 1) / max(self.read_size - 1, 1) / 2
-        if not 0 <= self.min_sigma < half_stride:
-            raise ValueError(f"min_sigma must be in [0, {half_stride:.2f}) pixels (half the first read's "
-                             f"stride), got {self.min_sigma}")
+        if not 0 <= self.attention_into_core <= 1:
+            raise ValueError(f"attention_into_core must be in [0, 1], got {self.attention_into_core}")
+        if not 0 <= self.min_sigma_strides < 0.5:
+            raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {self.min_sigma_strides}")
+        # the first read's filters are half a stride wide: the floors must leave room below that
+        stride = (self.canvas_size - 1) / max(self.read_size - 1, 1)
+        room = ((stride / 2) ** 2 - (self.min_sigma_strides * stride) ** 2) ** 0.5
+        if not 0 <= self.min_sigma < room:
+            raise ValueError(f"min_sigma must be in [0, {room:.2f}) pixels (half the first read's stride, "
+                             f"less the stride floor), got {self.min_sigma}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -44,7 +54,16 @@ class DRAWConfig:
 
 class DRAWClassifier(nn.Module):
     """images (B, 1, H, W) in [0, 1] -> dict of ``logits`` (B, C), ``centre`` (B, T, 2) unit (x, y),
-    ``stride`` (B, T) pixels, ``sigma2`` (B, T), ``gamma`` (B, T), ``reads`` (B, T, N, N)."""
+    ``stride`` (B, T) pixels, ``sigma2`` (B, T), ``gamma`` (B, T), ``reads`` (B, T, N, N).
+
+    Where to read next is a function of the state, and the read feeds the state: the gradient
+    goes round that loop once per step, through the filters' derivative in their centre (in
+    pixels per unit coordinate, half the canvas side: 50 on 100x100), and can grow by a factor
+    per step. ``attention_into_core`` scales it where it leaves the attention parameters for
+    the LSTM state: 1 is the paper (full backpropagation); below 1 the attention head itself
+    still gets its exact gradient, and the state still learns from every read through the
+    LSTM. The forward pass is the same for every setting (like RAM's ``reinforce_into_core``).
+    """
 
     def __init__(self, config: DRAWConfig):
         super().__init__()
@@ -57,7 +76,8 @@ class DRAWClassifier(nn.Module):
         # (delta~ = 1), sigma = half the stride so neighbouring filters overlap without blurring
         # the whole canvas, gamma = 1. Small weights keep the first moves near that read.
         stride = (size - 1) / max(n - 1, 1)
-        initial_sigma2 = (stride / 2) ** 2 - config.min_sigma ** 2  # the part above the floor
+        floor2 = config.min_sigma ** 2 + (config.min_sigma_strides * stride) ** 2
+        initial_sigma2 = (stride / 2) ** 2 - floor2  # the part above the floors
         if config.sigma_units == "stride":
             initial_sigma2 /= stride ** 2
         with torch.no_grad():
@@ -75,8 +95,9 @@ class DRAWClassifier(nn.Module):
         c = canvas.new_zeros(batch, self.config.hidden_size)
         records = {"centre": [], "stride": [], "sigma2": [], "gamma": [], "reads": []}
         for _ in range(self.config.n_glimpses):
-            params = attention_params(self.attention(h), size, size, self.config.read_size, self.config.sigma_units,
-                                      self.config.min_sigma)
+            raw = self.attention(scale_gradient(h, self.config.attention_into_core))
+            params = attention_params(raw, size, size, self.config.read_size, self.config.sigma_units,
+                                      self.config.min_sigma, self.config.min_sigma_strides)
             f_x, f_y = filterbank_matrices(params, size, size, self.config.read_size)
             patch = read(canvas, f_x, f_y, params.gamma)
             h, c = self.cell(patch.flatten(1), (h, c))  # input: the patch; recurrence: h_{t-1}

@@ -40,7 +40,8 @@ SIGMA_UNITS = ("pixels", "stride")
 
 
 def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
-                     sigma_units: str = "pixels", min_sigma: float = 0.0) -> FilterbankParams:
+                     sigma_units: str = "pixels", min_sigma: float = 0.0,
+                     min_sigma_strides: float = 0.0) -> FilterbankParams:
     """raw (B, 5) = (g~X, g~Y, log sigma^2, log delta~, log gamma), e.g. a linear map of a state.
 
     ``sigma_units``: "pixels" is the paper's sigma^2 = exp(raw); "stride" measures sigma in
@@ -51,6 +52,11 @@ def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
     Below about half a pixel a filter reads a single pixel and the read snaps from pixel to pixel
     as the centre moves, so its gradient grows as 1 / sigma^2 (times the canvas half-width, the
     centre's scale) while the read itself gains nothing; 0.5 px is roughly bilinear sampling.
+
+    ``min_sigma_strides`` is a floor that follows the zoom: sigma^2 also gets (k * delta)^2, so
+    the filters never get narrower than k strides. Below about half a stride the grid point-samples
+    the image and misses what lies between its filters (aliasing): a thin stroke can slip between
+    them as the centre moves by a pixel, and the read becomes a rough function of the centre.
 
     As in the paper, delta = (max(A, B) - 1) / (N - 1) * delta~ (A = width, B = height), so
     delta~ = 1 spreads the N filter centres from the first pixel centre to the last.
@@ -68,11 +74,14 @@ def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
         raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {sigma_units!r}")
     if min_sigma < 0:
         raise ValueError(f"min_sigma must be >= 0 pixels, got {min_sigma}")
+    if not 0 <= min_sigma_strides < 0.5:
+        raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {min_sigma_strides}")
     gx, gy, log_sigma2, log_delta, log_gamma = raw.unbind(-1)
     centre = torch.stack([gx, gy], -1)
     centre_px = torch.stack([unit_to_pixels(gx, width), unit_to_pixels(gy, height)], -1)
     stride = (max(height, width) - 1) / max(read_size - 1, 1) * torch.exp(log_delta)
-    sigma2 = torch.exp(log_sigma2) * (stride ** 2 if sigma_units == "stride" else 1.0) + min_sigma ** 2
+    sigma2 = (torch.exp(log_sigma2) * (stride ** 2 if sigma_units == "stride" else 1.0) + min_sigma ** 2
+              + (min_sigma_strides * stride) ** 2)
     return FilterbankParams(centre, centre_px, stride, sigma2, torch.exp(log_gamma))
 
 

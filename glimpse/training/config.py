@@ -63,6 +63,13 @@ class TrainConfig:
                            "(sigma follows the grid's zoom, so zoomed-in reads stay smooth)", ("pixels", "stride"))
     draw_min_sigma: float = _opt(0.0, "draw: smooth floor on the filters' sigma in pixels (0: none, the paper); "
                                  "0.5 is about bilinear sampling (did not stop DRAW's 100x100 collapses: README)")
+    draw_min_sigma_strides: float = _opt(0.0, "draw: smooth floor on the filters' sigma in strides, so it follows "
+                                         "the zoom (0: none, the paper; below 0.5): zoomed-in reads cannot "
+                                         "point-sample the image and alias")
+    attention_into_core: float = _opt(1.0, "draw: share of the gradient of the attention parameters that flows "
+                                      "back into the LSTM state (1: the paper); the attention head keeps its exact "
+                                      "gradient. Below 1 it damps the loop state -> read -> state that explodes "
+                                      "on 100x100 (README, Results)")
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))
@@ -129,9 +136,10 @@ class TrainConfig:
 
             try:
                 DRAWConfig(canvas_size=self.canvas_size, read_size=self.read_size, n_glimpses=self.n_glimpses,
-                           hidden_size=self.hidden_size, sigma_units=self.draw_sigma, min_sigma=self.draw_min_sigma)
+                           hidden_size=self.hidden_size, sigma_units=self.draw_sigma, min_sigma=self.draw_min_sigma,
+                           min_sigma_strides=self.draw_min_sigma_strides, attention_into_core=self.attention_into_core)
             except ValueError as exc:
-                raise ValueError(f"--draw-min-sigma: {exc}") from exc
+                raise ValueError(f"--draw-min-sigma, --draw-min-sigma-strides or --attention-into-core: {exc}") from exc
 
     def _check_n_digits(self) -> None:
         if isinstance(self.n_digits, bool) or not isinstance(self.n_digits, int) or self.n_digits < 1:

@@ -22,7 +22,8 @@ def soft_model_config(config: TrainConfig) -> dict:
     if config.soft_arch == "draw":
         return dict(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
                     hidden_size=config.hidden_size, sigma_units=config.draw_sigma,
-                    min_sigma=config.draw_min_sigma)
+                    min_sigma=config.draw_min_sigma, min_sigma_strides=config.draw_min_sigma_strides,
+                    attention_into_core=config.attention_into_core)
     return dict(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size,
                 n_digits=config.n_digits)
 

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from glimpse.models.gradients import scale_gradient
 from glimpse.models.ram.baseline import BaselineNetwork
 from glimpse.models.ram.classifier import Classifier
 from glimpse.models.ram.core import CORES
@@ -100,12 +101,3 @@ class RecurrentAttentionModel(nn.Module):
         mean, std = self.location_policy(policy_input)
         return RAMStep(self.classifier(h), mean, std, self.baseline(h), state)
 
-
-def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """``x`` in the forward pass; its gradient times ``scale`` in the backward pass (0: detached)."""
-    if scale == 0:
-        return x.detach()
-    if scale == 1:
-        return x
-    frozen = x.detach()
-    return frozen + scale * (x - frozen)  # value exactly x; d/dx = scale
