@@ -1,4 +1,7 @@
 """DRAW's differentiable-RAM classifier (glimpse/models/draw.py): shapes, first read, gradients."""
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -138,3 +141,38 @@ def test_attention_into_core_scales_the_gradient_that_leaves_the_attention_head(
     assert (g_0["attention.weight"].abs().sum(1) > 0).all()  # the attention head still learns at S = 0
     with pytest.raises(ValueError, match="attention_into_core"):
         DRAWConfig(attention_into_core=1.5)
+
+
+def test_state_gradient_norms_measure_the_loop_without_touching_the_model():
+    from glimpse.state_gradients import state_gradient_norms
+
+    torch.manual_seed(0)
+    model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=3))
+    with torch.no_grad():
+        model.attention.weight.mul_(10)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    images, labels = torch.rand(4, 1, 60, 60), torch.arange(4)
+    full, none = state_gradient_norms(model, images, labels, 1.0), state_gradient_norms(model, images, labels, 0.0)
+    assert full["state"].shape == (3,) and full["attention"].shape == (3, 5) and full["parameters"].dim() == 0
+    # the last state's gradient comes from the classifier alone; earlier ones lose the attention path at S = 0
+    torch.testing.assert_close(full["state"][-1], none["state"][-1])
+    assert not torch.allclose(full["state"][:-1], none["state"][:-1])
+    for name, p in model.named_parameters():
+        assert p.grad is None and torch.equal(p, before[name])
+
+
+def test_gradient_loop_script_on_the_shipped_checkpoint(capsys):
+    spec = importlib.util.spec_from_file_location(
+        "draw_gradient_loop", Path(__file__).resolve().parents[1] / "scripts" / "draw_gradient_loop.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    checkpoint = str(Path(__file__).resolve().parents[1] / "checkpoints" / "draw-cluttered100.pt")
+    args = ["--checkpoint", checkpoint, "--batches", "2", "--batch-size", "4", "--data-dir", "bundled"]
+    assert script.main(args + ["--attention-into-core", "1", "0.3"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| 1 |", "| 0.3 |"))]
+    assert len(rows) == 2 and all(row.count("|") == 8 + 4 + 1 for row in rows)  # S, 8 steps, 3 summaries
+    assert script.main(args + ["--attention-into-core", "2"]) == 2
+    assert "attention-into-core" in capsys.readouterr().err
+    ram = str(Path(checkpoint).with_name("ram-cluttered100.pt"))
+    assert script.main(["--checkpoint", ram, "--data-dir", "bundled"]) == 2
+    assert "measures DRAW" in capsys.readouterr().err
