@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from glimpse.models.gradients import scale_gradient
 from glimpse.models.filterbank import SIGMA_UNITS, attention_params, filterbank_matrices, read
+from glimpse.models.gradients import scale_gradient
 
 
 @dataclass
@@ -22,7 +22,8 @@ class DRAWConfig:
     """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T;
     sigma_units: "pixels" (the paper) or "stride"; min_sigma: a smooth floor on sigma in pixels, 0 in
     the paper; min_sigma_strides: a floor in strides, which follows the zoom, 0 in the paper (see
-    filterbank.attention_params)."""
+    filterbank.attention_params); attention_into_core: the share of the attention parameters'
+    gradient let back into the LSTM state, 1 in the paper (see DRAWClassifier)."""
 
     canvas_size: int = 60
     read_size: int = 12
