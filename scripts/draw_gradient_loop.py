@@ -2,11 +2,12 @@
 
     python scripts/draw_gradient_loop.py --checkpoint runs/NAME/last.pt --attention-into-core 1 0.3 0.1
 
-Over --batches training minibatches (seeded), for each share S of the attention gradient let into the
-LSTM state (--attention-into-core; 1 is the paper): the norm of dL/dh_t at every step t and the
-norms of dL/d(raw attention parameters) summed over the steps, each averaged over the
-minibatches, and the median and largest norm of the whole gradient (what --grad-clip sees). The
-same weights and minibatches serve every S, and the forward pass is the same for all of them. See glimpse/state_gradients.py.
+Over --batches training minibatches (seeded), for each share S of the attention gradient let
+into the LSTM state (--attention-into-core; 1 is the paper): the norm of dL/dh_t at every step t
+and the norms of dL/d(raw attention parameters) summed over the steps, each averaged over the
+minibatches, and the median and largest norm of the whole gradient (what --grad-clip sees).
+The same weights and minibatches serve every S, and the forward pass is the same for all of
+them. See glimpse/state_gradients.py.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
