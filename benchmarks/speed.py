@@ -2,11 +2,14 @@
 
     python benchmarks/speed.py                 # full measurement (about a minute)
     python benchmarks/speed.py --quick         # fewer repetitions
+    python benchmarks/speed.py --device cuda --preset cluttered100   # the models on a GPU, 100x100
 
 Rows: env steps/s of ClutteredMNIST60-v0 (3 scales of 12x12) batched (vector_entry_point)
-vs gymnasium's sync vectorisation; training images/s of each model at batch 128 on its
-60x60 cluttered preset; evaluation images/s. Targets (2 cores): batched env >= 100,000
-steps/s and >= 10x sync; RAM training >= 5,000 images/s.
+vs gymnasium's sync vectorisation (numpy, on the CPU); training images/s of each model at
+batch 128 on a cluttered preset (--preset, 60x60 by default); evaluation images/s; then the
+milliseconds of a training step spent making the data and the loss, in backward, and in the
+optimizer. Targets (2 cores): batched env >= 100,000 steps/s and >= 10x sync; RAM training
+>= 5,000 images/s. Exit code 2 for a bad option.
 """
 from __future__ import annotations
 
@@ -18,20 +21,42 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from glimpse.canvas import fixed_canvas_set  # noqa: E402
-from glimpse.data import load_mnist  # noqa: E402
-from glimpse.speed import env_steps_per_second, eval_images_per_second, training_images_per_second  # noqa: E402
+from glimpse.cli import fail  # noqa: E402
+from glimpse.data import DataError, load_mnist  # noqa: E402
+from glimpse.speed import TRAINING_PHASES, env_steps_per_second, eval_images_per_second, training_speed  # noqa: E402
+from glimpse.training import distributed  # noqa: E402
 from glimpse.training.config import resolve_config  # noqa: E402
 
+MODELS = (("RAM (hard)", {"mode": "hard"}, 30), ("DRAW (soft)", {"mode": "soft", "soft_arch": "draw"}, 10),
+          ("Show-Attend-Tell (soft)", {"mode": "soft", "soft_arch": "sat"}, 4))
 
-def main() -> None:
+
+def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in [header, *rows]]
+    lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
+                        help="where the models train and predict (the envs and canvases are numpy, on the CPU)")
+    parser.add_argument("--preset", default="cluttered60", choices=("cluttered60", "cluttered100"),
+                        help="the task and model sizes the models are timed on")
     parser.add_argument("--data-dir", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        if args.threads < 0:
+            raise ValueError(f"--threads must be >= 0, got {args.threads}")
+        device = distributed.resolve_device(args.device)
+        data = load_mnist(args.data_dir)
+    except (ValueError, DataError) as exc:
+        return fail(exc)
     if args.threads:
         torch.set_num_threads(args.threads)
-    data = load_mnist(args.data_dir)
     reps = 1 if args.quick else 3
     rows = []
     batched = env_steps_per_second("vector_entry_point", 256, 40 * reps, args.data_dir)
@@ -39,20 +64,23 @@ def main() -> None:
     rows.append(("env steps/s, ClutteredMNIST60, 256 envs, batched", f"{batched:,.0f}"))
     rows.append(("env steps/s, same env, gymnasium sync", f"{sync:,.0f}"))
     rows.append(("batched / sync", f"{batched / sync:.1f}x"))
-    canvases = fixed_canvas_set(data.test.images[:2000], data.test.labels[:2000], 60, 4, False, 0).images
-    for name, overrides, steps in (("RAM (hard)", {"mode": "hard"}, 30), ("DRAW (soft)", {"mode": "soft", "soft_arch": "draw"}, 10),
-                                   ("Show-Attend-Tell (soft)", {"mode": "soft", "soft_arch": "sat"}, 4)):
-        config = resolve_config({"preset": "cluttered60", "batch_size": 128, "data_dir": args.data_dir, **overrides})
-        train_speed, learner = training_images_per_second(config, data, steps * reps)
+    phase_rows = []
+    for name, overrides, steps in MODELS:
+        config = resolve_config({"preset": args.preset, "batch_size": 128, "data_dir": args.data_dir, **overrides})
+        canvases = fixed_canvas_set(data.test.images[:2000], data.test.labels[:2000], config.canvas_size,
+                                    config.n_clutter, False, 0).images
+        train_speed, phases, learner = training_speed(config, data, steps * reps, device=device)
         eval_speed = eval_images_per_second(learner.kind, learner.model, learner.task, canvases)
         rows.append((f"training images/s, {name}, batch 128", f"{train_speed:,.0f}"))
         rows.append((f"evaluation images/s, {name}", f"{eval_speed:,.0f}"))
-    width = max(len(r[0]) for r in rows)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, data: {data.source}")
-    print(f"| {'measure':<{width}} | value |\n|{'-' * (width + 2)}|-------|")
-    for label, value in rows:
-        print(f"| {label:<{width}} | {value} |")
-
+        phase_rows.append((name, *(f"{phases[p]:.1f}" for p in TRAINING_PHASES), f"{sum(phases.values()):.1f}"))
+    gpu = f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, models on {device}{gpu}, "
+          f"preset {args.preset}, data: {data.source}")
+    print(table(rows, ("measure", "value")))
+    print("\nmilliseconds per training step (batch 128):")
+    print(table(phase_rows, ("model", *TRAINING_PHASES, "total")))
+    return 0
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

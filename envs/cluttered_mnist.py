@@ -3,7 +3,9 @@
 Episode: ``reset`` shows glimpse 1 at the env's first location; each ``step`` takes
 ``{"location", "label"}``: steps 1..T-1 return the glimpse at the new location, step T
 judges the label (reward 1 if right, else 0), terminates, and reveals the true label in
-``info["label"]``. The location of step T is not looked at.
+``info["label"]``. The location of step T is not looked at. With several digits per canvas
+(``n_digits`` > 1) the label is one class per digit in reading order (left to right, then top
+to bottom), and the reward is 1 only when every digit is right.
 """
 from __future__ import annotations
 
@@ -26,13 +28,14 @@ class ClutteredMNISTEnv(gym.Env):
         self.task = GlimpseTask(**task_kwargs)
         self.render_mode = render_mode
         self.observation_space = observation_space(self.task)
-        self.action_space = action_space()
+        self.action_space = action_space(self.task)
         self._episodes = EpisodeBatch(self.task)
         self._active = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Options: ``first_location`` ("random", "centre" or an (x, y) pair), or an explicit
-        ``canvas`` ((H, W) uint8) with its ``label``, or a digit ``index`` into the split."""
+        ``canvas`` ((H, W) uint8) with its ``label`` (one per digit), or a digit ``index`` into the
+        split (the first digit of the canvas; the others are drawn from the env's generator)."""
         super().reset(seed=seed)
         options = dict(options or {})
         first = self._episodes.first_locations(self.np_random, 1, options.pop("first_location", self.task.first_location))
@@ -56,16 +59,16 @@ class ClutteredMNISTEnv(gym.Env):
     def step(self, action):
         if not self._active:
             raise RuntimeError("step() called on a finished or never-started episode: call reset() first")
-        location, label = check_action(action)
+        location, label = check_action(action, n_digits=self.task.n_digits)
         if self._episodes.t < self.task.n_glimpses:
             glimpse = self._episodes.look(location[None])[0]
             observation = self._observation(glimpse, location)
             return observation, 0.0, False, False, {}
         # final step: judge the label; the observation repeats the last glimpse
         self._active = False
-        true_label = int(self._episodes.labels[0])
-        reward = float(label == true_label)
-        info = {"label": true_label}
+        true_label = self._episodes.labels[0]
+        reward = float(self._episodes.rewards(label[None])[0])
+        info = {"label": int(true_label) if true_label.ndim == 0 else true_label.copy()}
         if self._episodes.digit_xy is not None:
             info["digit_xy"] = self._episodes.digit_xy[0].copy()
         return self._last_observation, reward, True, False, info

@@ -18,7 +18,7 @@ class EpisodeBatch:
     """State of B episodes that start and end together.
 
     Attributes after :meth:`start`: ``canvases`` (B, H, W) uint8, ``labels`` (B,) int64,
-    ``digit_xy`` (B, 2), ``locations`` list of (B, 2) float32 (one per glimpse so far), ``t``
+    ``digit_xy`` (B, 2) (with K digits per canvas: (B, K) and (B, K, 2), in reading order), ``locations`` list of (B, 2) float32 (one per glimpse so far), ``t``
     (glimpses taken).
     """
 
@@ -41,15 +41,16 @@ class EpisodeBatch:
     def sample_canvases(self, rng: np.random.Generator, indices: np.ndarray) -> CanvasBatch:
         digits = self.digits
         return make_canvases(rng, digits.images, digits.labels, indices, self.task.canvas_size,
-                             self.task.n_clutter, self.task.centred_digit)
+                             self.task.n_clutter, self.task.centred_digit, self.task.n_digits)
 
     def check_canvases(self, images, labels, batch: int) -> tuple[np.ndarray, np.ndarray]:
         size = self.task.canvas_size
         images, labels = np.asarray(images), np.asarray(labels)
         if images.shape != (batch, size, size) or images.dtype != np.uint8:
             raise ValueError(f"canvases must be uint8 of shape {(batch, size, size)}, got {images.dtype} {images.shape}")
-        if labels.shape != (batch,) or not np.issubdtype(labels.dtype, np.integer):
-            raise ValueError(f"labels must be integers of shape ({batch},), got {labels.dtype} {labels.shape}")
+        shape = (batch,) if self.task.n_digits == 1 else (batch, self.task.n_digits)
+        if labels.shape != shape or not np.issubdtype(labels.dtype, np.integer):
+            raise ValueError(f"labels must be integers of shape {shape}, got {labels.dtype} {labels.shape}")
         if np.any((labels < 0) | (labels > 9)):
             raise ValueError("labels must be in 0..9")
         return images, labels.astype(np.int64)
@@ -84,6 +85,11 @@ class EpisodeBatch:
         self.locations.append(locations)
         self.t += 1
         return glimpses.numpy()
+
+    def rewards(self, labels: np.ndarray) -> np.ndarray:
+        """(B,) float64: 1 where the canvas was read right (every digit of it), else 0."""
+        right = labels == self.labels
+        return (right if right.ndim == 1 else right.all(-1)).astype(np.float64)
 
     @property
     def finished(self) -> bool:

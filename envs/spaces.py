@@ -18,14 +18,17 @@ def observation_space(task: GlimpseTask) -> spaces.Dict:
     )
 
 
-def action_space() -> spaces.Dict:
-    return spaces.Dict({"location": spaces.Box(-1.0, 1.0, (2,), np.float32), "label": spaces.Discrete(N_CLASSES)})
+def action_space(task: GlimpseTask) -> spaces.Dict:
+    """``label``: one class, or with several digits one class per digit in reading order."""
+    label = spaces.Discrete(N_CLASSES) if task.n_digits == 1 else spaces.MultiDiscrete([N_CLASSES] * task.n_digits)
+    return spaces.Dict({"location": spaces.Box(-1.0, 1.0, (2,), np.float32), "label": label})
 
 
-def check_action(action, batch: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def check_action(action, batch: int | None = None, n_digits: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Validate an action (one episode when ``batch`` is None, else ``batch`` of them).
 
-    Returns ``location`` as float32 (2,) or (batch, 2) and ``label`` as int64 () or (batch,).
+    Returns ``location`` as float32 (2,) or (batch, 2) and ``label`` as int64: () or (batch,)
+    with one digit, (n_digits,) or (batch, n_digits) with several.
     Raises ValueError/TypeError naming the problem; nothing about the env changes on failure.
     """
     if not hasattr(action, "keys") or set(action.keys()) != {"location", "label"}:
@@ -33,7 +36,7 @@ def check_action(action, batch: int | None = None) -> tuple[np.ndarray, np.ndarr
         raise ValueError(f"action must be a dict with keys 'location' and 'label', got {keys}")
     location, label = _as_numpy(action["location"]), _as_numpy(action["label"])
     loc_shape = (2,) if batch is None else (batch, 2)
-    label_shape = () if batch is None else (batch,)
+    label_shape = (() if batch is None else (batch,)) + (() if n_digits == 1 else (n_digits,))
     if location.shape != loc_shape:
         raise ValueError(f"action['location'] must have shape {loc_shape}, got {location.shape}")
     if not np.issubdtype(location.dtype, np.floating):

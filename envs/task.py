@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from glimpse.canvas import CLUTTER_SIZE, DIGIT_SIZE
+from glimpse.canvas import CLUTTER_SIZE, DIGIT_SIZE, digits_that_fit
 from glimpse.data import SPLITS
 
 FIRST_LOCATIONS = ("random", "centre")
@@ -16,6 +16,8 @@ class GlimpseTask:
     canvas_size: side of the square canvas in pixels.
     n_clutter: 8x8 clutter pieces per canvas.
     centred_digit: place the digit in the centre (plain MNIST) instead of at random.
+    n_digits: digits per canvas, at random places that do not overlap, to be read left to right
+        (then top to bottom) as a sequence (Ba et al. 2015); the label action is then one class per digit.
     glimpse_size: g, side of each scale of a glimpse.
     n_scales: k, scales per glimpse, each twice as wide as the previous.
     n_glimpses: T, glimpses per episode (= steps per episode).
@@ -27,6 +29,7 @@ class GlimpseTask:
     canvas_size: int = 60
     n_clutter: int = 4
     centred_digit: bool = False
+    n_digits: int = 1
     glimpse_size: int = 12
     n_scales: int = 3
     n_glimpses: int = 6
@@ -45,6 +48,12 @@ class GlimpseTask:
         positive_int("glimpse_size")
         positive_int("n_scales")
         positive_int("n_glimpses")
+        positive_int("n_digits")
+        if self.n_digits > 1 and self.centred_digit:
+            raise ValueError(f"n_digits {self.n_digits}: several digits cannot all be centred (centred_digit)")
+        if self.n_digits > digits_that_fit(self.canvas_size):
+            raise ValueError(f"n_digits {self.n_digits}: at most {digits_that_fit(self.canvas_size)} non-overlapping "
+                             f"{DIGIT_SIZE}x{DIGIT_SIZE} digits fit on a {self.canvas_size}x{self.canvas_size} canvas")
         if self.n_clutter and self.canvas_size < CLUTTER_SIZE:
             raise ValueError(f"canvas_size {self.canvas_size} is smaller than a clutter piece ({CLUTTER_SIZE})")
         if self.glimpse_size > self.canvas_size:

@@ -31,7 +31,7 @@ class ClutteredMNISTVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.render_mode = render_mode
         self.single_observation_space = observation_space(self.task)
-        self.single_action_space = action_space()
+        self.single_action_space = action_space(self.task)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.episodes = EpisodeBatch(self.task)
@@ -74,7 +74,7 @@ class ClutteredMNISTVectorEnv(VectorEnv):
     def step(self, actions):
         if not self._started:
             raise RuntimeError("step() before reset(): call reset() first")
-        location, label = check_action(actions, batch=self.num_envs)
+        location, label = check_action(actions, batch=self.num_envs, n_digits=self.task.n_digits)
         n = self.num_envs
         not_done = np.zeros(n, dtype=bool)
         if self._needs_reset:  # NEXT_STEP autoreset: this step only starts new episodes
@@ -85,7 +85,7 @@ class ClutteredMNISTVectorEnv(VectorEnv):
             self._last_observation = {"glimpse": glimpses, "location": location}
             return self._last_observation, np.zeros(n), not_done, not_done.copy(), {}
         self._needs_reset = True
-        reward = (label == self.episodes.labels).astype(np.float64)
+        reward = self.episodes.rewards(label)
         all_ = np.ones(n, dtype=bool)
         info = {"label": self.episodes.labels.copy(), "_label": all_.copy()}
         if self.episodes.digit_xy is not None:

@@ -109,6 +109,11 @@ def _place_several(rng, canvas, digits, indices, n_digits: int, centred: bool) -
     return placed, digit_xy
 
 
+def digits_that_fit(canvas_size: int) -> int:
+    """How many non-overlapping digits a canvas certainly holds (as a grid): the most a task may ask for."""
+    return (canvas_size // DIGIT_SIZE) ** 2
+
+
 def non_overlapping_positions(rng: np.random.Generator, n: int, n_digits: int, canvas_size: int) -> np.ndarray:
     """(n, n_digits, 2) top-left corners of digits that do not overlap, uniform over such layouts:
     canvases with any overlapping pair are redrawn whole until none is left."""

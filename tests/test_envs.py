@@ -26,7 +26,12 @@ def test_spaces_follow_the_spec(env_id):
     k, g = spec["n_scales"], spec["glimpse_size"]
     assert env.observation_space["glimpse"].shape == (k, g, g)
     assert env.observation_space["location"].shape == (2,)
-    assert env.action_space["label"].n == 10
+    n_digits = spec.get("n_digits", 1)
+    label_space = env.action_space["label"]
+    if n_digits == 1:
+        assert label_space == gym.spaces.Discrete(10)
+    else:
+        assert label_space == gym.spaces.MultiDiscrete([10] * n_digits)
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs) and info == {}
 
@@ -185,6 +190,9 @@ def test_step_after_end_or_before_reset():
     (dict(n_scales=0), "n_scales"),
     (dict(split="holdout"), "split"),
     (dict(first_location="corner"), "first_location"),
+    (dict(n_digits=0), "n_digits"),
+    (dict(n_digits=5), "at most 4"),
+    (dict(n_digits=2, centred_digit=True), "centred"),
 ])
 def test_impossible_sizes_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -213,3 +221,56 @@ def test_render_draws_the_canvas_with_the_path():
     frame = env.render()
     assert frame.ndim == 3 and frame.shape[2] == 3 and frame.dtype == np.uint8
     assert frame.shape[0] >= 60 and frame.shape[1] >= 60
+
+
+TWO_DIGITS = "glimpse/ClutteredTwoDigitMNIST100-v0"
+
+
+def finish(env, label, steps):
+    for _ in range(steps - 1):
+        env.step({"location": np.zeros(2, np.float32), "label": label})
+    return env.step({"location": np.zeros(2, np.float32), "label": label})
+
+
+def test_two_digit_env_rewards_the_whole_sequence_in_reading_order():
+    env = make(TWO_DIGITS).unwrapped
+    for seed in range(100):  # a canvas with two different digits, so that their order matters
+        env.reset(seed=seed)
+        if len(set(env._episodes.labels[0])) == 2:
+            break
+    truth, where = env._episodes.labels[0].copy(), env._episodes.digit_xy[0]
+    assert where[0, 0] <= where[1, 0]  # left digit first
+    _, reward, terminated, _, info = finish(env, truth, 16)
+    assert terminated and reward == 1.0
+    np.testing.assert_array_equal(info["label"], truth)
+    assert info["digit_xy"].shape == (2, 2)
+    for wrong in (truth[::-1], np.array([truth[0], (truth[1] + 1) % 10])):  # order matters, and every digit
+        env.reset(seed=seed)
+        assert finish(env, wrong, 16)[1] == 0.0
+
+
+def test_two_digit_vector_env_matches_single_env(bundled):
+    single = make(TWO_DIGITS).unwrapped
+    single.reset(seed=3)
+    canvas, truth = single._episodes.canvases[0], single._episodes.labels[0]
+    vec = gym.make_vec(TWO_DIGITS, num_envs=2, vectorization_mode="vector_entry_point", data_dir="bundled")
+    labels = np.stack([truth, truth[::-1]])
+    obs, _ = vec.reset(seed=0, options={"images": np.stack([canvas, canvas]), "labels": labels,
+                                        "first_location": "centre"})
+    single.reset(options={"canvas": canvas, "label": truth, "first_location": "centre"})
+    np.testing.assert_array_equal(obs["glimpse"][0], single._last_observation["glimpse"])
+    for _ in range(15):
+        vec.step({"location": np.zeros((2, 2), np.float32), "label": labels})
+    _, reward, terminated, _, info = vec.step({"location": np.zeros((2, 2), np.float32), "label": labels[[0, 0]]})
+    assert terminated.all() and info["label"].shape == (2, 2)
+    assert reward[0] == 1.0 and reward[1] == float((truth == truth[::-1]).all())
+    with pytest.raises(ValueError, match=r"\(2, 2\)"):
+        vec.step({"location": np.zeros((2, 2), np.float32), "label": np.zeros(2, np.int64)})
+
+
+def test_two_digit_env_names_a_single_label():
+    env = make(TWO_DIGITS).unwrapped
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"\(2,\)"):
+        env.step({"location": np.zeros(2, np.float32), "label": 3})
+    assert env._episodes.t == 1

@@ -14,7 +14,7 @@ from glimpse.measure import flops_per_image, pixels_read, ram_gradient_fn, soft_
 from glimpse.models import build_model
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
-from glimpse.speed import eval_images_per_second, training_images_per_second
+from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.training.config import TrainConfig
 
 THRESHOLDS = (0.90, 0.95)
@@ -79,7 +79,7 @@ def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int
     evaluation images/s of the trained model, measured now, in this process."""
     run = seed_runs.runs[0]
     config = TrainConfig(**{**run["train_config"], "data_dir": data_dir})
-    train_speed, _ = training_images_per_second(config, data, train_steps, warmup=1)
+    train_speed, _, _ = training_speed(config, data, train_steps, warmup=1)
     eval_speed = eval_images_per_second(run["kind"], seed_runs.model(), run["task"], canvases)
     return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import InitVar, asdict, dataclass, field, fields
 
-from glimpse.canvas import DIGIT_SIZE
+from glimpse.canvas import DIGIT_SIZE, digits_that_fit
 
 MODES = ("hard", "soft", "full")
 SOFT_ARCHS = ("draw", "sat")
@@ -151,7 +151,7 @@ class TrainConfig:
                              f"(--mode soft --soft-arch sat); {self.model_kind} classifies one digit per canvas")
         if self.centred_digit:
             raise ValueError(f"--n-digits {self.n_digits} cannot be combined with --centred-digit")
-        fits = (self.canvas_size // DIGIT_SIZE) ** 2
+        fits = digits_that_fit(self.canvas_size)
         if self.n_digits > fits:
             raise ValueError(f"--n-digits {self.n_digits}: at most {fits} non-overlapping {DIGIT_SIZE}x{DIGIT_SIZE} "
                              f"digits fit on a {self.canvas_size}x{self.canvas_size} canvas")
