@@ -127,6 +127,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     if config.threads:
         torch.set_num_threads(config.threads)
     device = distributed.resolve_device(config.device)
+    if device.type == "cuda":  # cuDNN's fastest convolutions sum in a varying order: seeded runs would differ
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     distributed.init(device)
     rank, world = distributed.rank(), distributed.world_size()
     main = rank == 0
