@@ -9,11 +9,12 @@ glimpse/MNIST-v0                       28      0        8x8, 1 (digit centred)  
 glimpse/TranslatedMNIST60-v0           60      0        12x12, 3                   6         1
 glimpse/ClutteredMNIST60-v0            60      4        12x12, 3                   6         1
 glimpse/ClutteredMNIST100-v0           100     8        12x12, 4                   8         1
-glimpse/ClutteredTwoDigitMNIST100-v0   100     8        12x12, 4                   16        2
+glimpse/ClutteredTwoDigitMNIST100-v0   100     8        12x12, 4                   8 + 8     2
 =====================================  ======  =======  =========================  ========  ======
 
-With two digits the label action is a pair of classes, left digit first (Ba et al. 2015's
-task, read as a sequence); the reward is 1 only when both are right.
+``n_glimpses`` counts glimpses per digit: a two-digit episode has 16 steps. Its label action is a
+pair of classes, left digit first (Ba et al. 2015's task, read as a sequence); the reward is 1
+only when both are right.
 
 Every entry of :class:`envs.task.GlimpseTask` can be overridden as a keyword of
 ``gymnasium.make`` / ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``.
@@ -31,9 +32,8 @@ ENV_TASKS = {
     "glimpse/TranslatedMNIST60-v0": dict(canvas_size=60, n_clutter=0, glimpse_size=12, n_scales=3, n_glimpses=6),
     "glimpse/ClutteredMNIST60-v0": dict(canvas_size=60, n_clutter=4, glimpse_size=12, n_scales=3, n_glimpses=6),
     "glimpse/ClutteredMNIST100-v0": dict(canvas_size=100, n_clutter=8, glimpse_size=12, n_scales=4, n_glimpses=8),
-    # the single-digit budget of 8 glimpses for each digit
     "glimpse/ClutteredTwoDigitMNIST100-v0": dict(canvas_size=100, n_clutter=8, n_digits=2, glimpse_size=12,
-                                                 n_scales=4, n_glimpses=16),
+                                                 n_scales=4, n_glimpses=8),
 }
 
 for _env_id, _kwargs in ENV_TASKS.items():

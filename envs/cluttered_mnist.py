@@ -60,7 +60,7 @@ class ClutteredMNISTEnv(gym.Env):
         if not self._active:
             raise RuntimeError("step() called on a finished or never-started episode: call reset() first")
         location, label = check_action(action, n_digits=self.task.n_digits)
-        if self._episodes.t < self.task.n_glimpses:
+        if self._episodes.t < self.task.episode_length:
             glimpse = self._episodes.look(location[None])[0]
             observation = self._observation(glimpse, location)
             return observation, 0.0, False, False, {}

@@ -93,7 +93,7 @@ class EpisodeBatch:
 
     @property
     def finished(self) -> bool:
-        return self.t >= self.task.n_glimpses
+        return self.t >= self.task.episode_length
 
     def path(self) -> np.ndarray:
         """(B, t, 2) locations of the glimpses taken so far."""

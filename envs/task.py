@@ -20,7 +20,7 @@ class GlimpseTask:
         (then top to bottom) as a sequence (Ba et al. 2015); the label action is then one class per digit.
     glimpse_size: g, side of each scale of a glimpse.
     n_scales: k, scales per glimpse, each twice as wide as the previous.
-    n_glimpses: T, glimpses per episode (= steps per episode).
+    n_glimpses: T, glimpses per digit: an episode has T x n_digits steps (``episode_length``).
     split: which digits: "train", "val" or "test".
     first_location: where the first glimpse is taken: "random" or "centre".
     data_dir: MNIST root (None: the lookup order of glimpse.data).
@@ -62,6 +62,11 @@ class GlimpseTask:
             raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
         if self.first_location not in FIRST_LOCATIONS:
             raise ValueError(f"first_location must be one of {FIRST_LOCATIONS}, got {self.first_location!r}")
+
+    @property
+    def episode_length(self) -> int:
+        """Steps (glimpses) per episode: ``n_glimpses`` for each digit."""
+        return self.n_glimpses * self.n_digits
 
     @property
     def scale_widths(self) -> list[int]:

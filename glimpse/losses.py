@@ -20,15 +20,16 @@ def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor
     """Cross-entropy + REINFORCE with a learned baseline + the baseline's squared error.
 
     Args:
-        logits: (B, C) final-step class scores; trained by cross-entropy only.
-        labels: (B,) true classes (from the env's ``info``).
-        reward: (B,) 1 for a right final label, else 0 (from the env); no gradient.
+        logits: (B, C) final-step class scores, or (B, K, C) for K digits read in turn (one
+            cross-entropy term each); trained by cross-entropy only.
+        labels: (B,) or (B, K) true classes (from the env's ``info``).
+        reward: (B,) 1 for a right final label (every digit right), else 0 (from the env); no gradient.
         log_probs: (B, T-1) log pi(l_t | s_1:t) of the sampled locations (gradient to the policy).
         baselines: (B, T-1) b_t.
     The advantage R - b_t uses a *detached* baseline, so the policy loss never trains the
     baseline; the baseline learns from its own squared error alone.
     """
-    classification = F.cross_entropy(logits, labels)
+    classification = F.cross_entropy(logits.flatten(0, -2), labels.flatten())
     reward = reward.detach().to(log_probs.dtype)[:, None]
     advantage = reward - baselines.detach()
     reinforce = -(log_probs * advantage).sum(dim=1).mean()

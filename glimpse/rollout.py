@@ -1,5 +1,10 @@
 """A RAM episode through the (vector) environment: the agent acts with ``step``, the env
-returns glimpses, the reward and, at the end, the label."""
+returns glimpses, the reward and, at the end, the label.
+
+With K digits per canvas the episode is K blocks of the task's ``n_glimpses`` glimpses, and
+the classifier's output at the end of block k is the k-th digit (the core state runs on across
+blocks): RAM reads the digits as a sequence, like the deep recurrent attention model of Ba et
+al. 2015, with the reward, as the env gives it, 1 only when every digit is right."""
 from __future__ import annotations
 
 import math
@@ -13,8 +18,8 @@ from glimpse.models.ram.location import LocationPolicy
 
 
 class Rollout(NamedTuple):
-    """For B episodes of T glimpses: ``logits`` (B, C) after the last glimpse; ``reward`` (B,)
-    and ``labels`` (B,) from the env; ``log_probs`` and ``baselines`` (B, T-1) for the T-1
+    """For B episodes of T glimpses: ``logits`` (B, C) after the last glimpse, or (B, K, C), one
+    per digit, at the end of each block; ``reward`` (B,) and ``labels`` (B,) or (B, K) from the env; ``log_probs`` and ``baselines`` (B, T-1) for the T-1
     chosen locations; ``locations`` (B, T, 2) where each glimpse was taken; ``glimpses``
     (B, T, k, g, g) if recorded, else None."""
 
@@ -46,11 +51,12 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     zeros: there is nothing for REINFORCE to train.
     """
     observation, _ = env.reset(seed=seed, options=options)
-    n_glimpses = env.task.n_glimpses
+    n_glimpses, per_digit = env.task.episode_length, env.task.n_glimpses
     forward = model if forward is None else forward
     device = next(model.parameters()).device
     state = model.initial_state(env.num_envs, device)
-    log_probs, baselines, locations, glimpses = [], [], [], []
+    log_probs, baselines, locations, glimpses, digit_logits = [], [], [], [], []
+    unjudged_label = np.zeros((env.num_envs,) + ((env.task.n_digits,) if env.task.n_digits > 1 else ()), np.int64)
     random_policy = getattr(model.config, "policy", "learned") == "random"
     if random_policy and generator is None and noise is None:
         generator = torch.Generator().manual_seed(seed or 0)
@@ -62,6 +68,8 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
             glimpses.append(glimpse)
         out = forward(glimpse, location, state)
         state = out.state
+        if (t + 1) % per_digit == 0:  # the end of a digit's block: its answer
+            digit_logits.append(out.logits)
         if t < n_glimpses - 1:
             if random_policy:
                 z = noise(out.mean) if noise is not None else torch.randn(
@@ -77,15 +85,17 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
                     next_location = LocationPolicy.sample(out.mean, out.std, generator)
                 log_probs.append(LocationPolicy.log_prob(out.mean, out.std, next_location))
             baselines.append(out.baseline)
+            label = unjudged_label  # only the final step's label is judged
         else:  # the final step's location is never looked at
             next_location = out.mean.detach()
-        action = {"location": next_location.clamp(-1.0, 1.0).cpu().numpy(),
-                  "label": out.logits.argmax(-1).cpu().numpy()}
+            logits = digit_logits[0] if env.task.n_digits == 1 else torch.stack(digit_logits, 1)
+            label = logits.argmax(-1).cpu().numpy()
+        action = {"location": next_location.clamp(-1.0, 1.0).cpu().numpy(), "label": label}
         observation, reward, terminated, truncated, info = env.step(action)
-    assert terminated.all(), "the environment must end every episode after n_glimpses steps"
+    assert terminated.all(), "the environment must end every episode after its episode_length steps"
     empty = out.logits.new_zeros(env.num_envs, 0)
     return Rollout(
-        logits=out.logits,
+        logits=logits,
         reward=torch.from_numpy(np.asarray(reward, dtype=np.float32)).to(device),
         labels=torch.from_numpy(info["label"]).to(device),
         log_probs=torch.stack(log_probs, 1) if log_probs else empty,

@@ -34,8 +34,8 @@ class TrainConfig:
     n_clutter: int = _opt(4, "8x8 clutter pieces per canvas")
     centred_digit: bool = _opt(False, "put the digit in the centre (plain MNIST) instead of at random")
     n_digits: int = _opt(1, "digits per canvas, at random non-overlapping places, labelled left to right; more "
-                         "than 1 is read out as a sequence by Show-Attend-Tell (--mode soft --soft-arch sat), "
-                         "--n-glimpses steps per digit")
+                         "than 1 is read out as a sequence, --n-glimpses steps per digit, by RAM (--mode hard) "
+                         "or Show-Attend-Tell (--mode soft --soft-arch sat)")
     glimpse_size: int = _opt(12, "hard: side g of each glimpse scale, in pixels")
     n_scales: int = _opt(3, "hard: scales per glimpse, each twice as wide as the previous")
     n_glimpses: int = _opt(6, "glimpses per image (RAM, DRAW) or attention steps (Show-Attend-Tell)")
@@ -129,8 +129,8 @@ class TrainConfig:
         from envs.task import GlimpseTask  # fail on impossible sizes before any data is loaded
 
         GlimpseTask(canvas_size=self.canvas_size, n_clutter=self.n_clutter, centred_digit=self.centred_digit,
-                    glimpse_size=self.glimpse_size, n_scales=self.n_scales, n_glimpses=self.n_glimpses,
-                    first_location=self.first_location)
+                    n_digits=self.n_digits, glimpse_size=self.glimpse_size, n_scales=self.n_scales,
+                    n_glimpses=self.n_glimpses, first_location=self.first_location)
         if self.model_kind == "draw":
             from glimpse.models.draw import DRAWConfig
 
@@ -146,9 +146,9 @@ class TrainConfig:
             raise ValueError(f"--n-digits must be an integer >= 1, got {self.n_digits!r}")
         if self.n_digits == 1:
             return
-        if self.model_kind != "sat":
-            raise ValueError(f"--n-digits {self.n_digits}: only Show-Attend-Tell reads several digits "
-                             f"(--mode soft --soft-arch sat); {self.model_kind} classifies one digit per canvas")
+        if self.model_kind not in ("ram", "sat"):
+            raise ValueError(f"--n-digits {self.n_digits}: only RAM (--mode hard) and Show-Attend-Tell (--mode soft "
+                             f"--soft-arch sat) read several digits; {self.model_kind} classifies one digit per canvas")
         if self.centred_digit:
             raise ValueError(f"--n-digits {self.n_digits} cannot be combined with --centred-digit")
         fits = digits_that_fit(self.canvas_size)
@@ -170,12 +170,14 @@ PRESETS: dict[str, dict] = {
     "translated60": dict(canvas_size=60, n_clutter=0, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
     "cluttered60": dict(canvas_size=60, n_clutter=4, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
     "cluttered100": dict(canvas_size=100, n_clutter=8, centred_digit=False, glimpse_size=12, n_scales=4, n_glimpses=8),
-    # two digits to read left to right (Show-Attend-Tell only), like Ba et al. 2015's two-digit task
-    "multi100": dict(canvas_size=100, n_clutter=8, centred_digit=False, n_digits=2, n_glimpses=4),
+    # two digits to read left to right, like Ba et al. 2015's two-digit task; glimpses per digit
+    "multi100": dict(canvas_size=100, n_clutter=8, centred_digit=False, n_digits=2, glimpse_size=12, n_scales=4,
+                     n_glimpses=8),
 }
 SOFT_PRESET_OVERRIDES: dict[tuple[str, str], dict] = {
     ("sat", "cluttered60"): dict(n_glimpses=4),
     ("sat", "cluttered100"): dict(n_glimpses=4),
+    ("sat", "multi100"): dict(n_glimpses=4),
 }
 
 

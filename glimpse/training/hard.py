@@ -8,7 +8,7 @@ from gymnasium.utils.seeding import np_random
 
 import envs  # noqa: F401 - registers the environments
 from glimpse.data import MNISTSplits
-from glimpse.inference import ram_episodes
+from glimpse.inference import ram_episodes, read_right
 from glimpse.losses import hybrid_loss
 from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
 from glimpse.rollout import run_episodes
@@ -75,16 +75,19 @@ class HardAttentionLearner:
                                         "first_location": first[lo:hi]})
         parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
                             self.config.reinforce_weight, self.config.baseline_weight)
+        predictions = rollout.logits.argmax(-1)
         metrics = {
             "losses/total": parts.total.detach(),
             "losses/classification": parts.classification.detach(),
             "losses/reinforce": parts.reinforce.detach(),
             "losses/baseline": parts.baseline.detach(),
-            "charts/accuracy": (rollout.logits.argmax(-1) == rollout.labels).float().mean(),
+            "charts/accuracy": read_right(predictions, rollout.labels).float().mean(),
             "charts/reward": rollout.reward.mean(),
             "charts/advantage_variance": parts.advantage.var(),
             "charts/baseline_mean": rollout.baselines.detach().mean(),
         }
+        if rollout.labels.dim() == 2:
+            metrics["charts/digit_accuracy"] = (predictions == rollout.labels).float().mean()
         return parts.total, metrics
 
     @torch.no_grad()
