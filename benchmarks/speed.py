@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from glimpse.canvas import fixed_canvas_set  # noqa: E402
-from glimpse.cli import fail  # noqa: E402
+from glimpse.cli import fail, markdown_table  # noqa: E402
 from glimpse.data import DataError, load_mnist  # noqa: E402
 from glimpse.speed import TRAINING_PHASES, env_steps_per_second, eval_images_per_second, training_speed  # noqa: E402
 from glimpse.training import distributed  # noqa: E402
@@ -29,13 +29,6 @@ from glimpse.training.config import resolve_config  # noqa: E402
 
 MODELS = (("RAM (hard)", {"mode": "hard"}, 30), ("DRAW (soft)", {"mode": "soft", "soft_arch": "draw"}, 10),
           ("Show-Attend-Tell (soft)", {"mode": "soft", "soft_arch": "sat"}, 4))
-
-
-def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in [header, *rows]]
-    lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     gpu = f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, models on {device}{gpu}, "
           f"preset {args.preset}, data: {data.source}")
-    print(table(rows, ("measure", "value")))
+    print(markdown_table(("measure", "value"), rows, pad=True))
     print("\nmilliseconds per training step (batch 128):")
-    print(table(phase_rows, ("model", *TRAINING_PHASES, "total")))
+    print(markdown_table(("model", *TRAINING_PHASES, "total"), phase_rows, pad=True))
     return 0
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ class EpisodeBatch:
     """State of B episodes that start and end together.
 
     Attributes after :meth:`start`: ``canvases`` (B, H, W) uint8, ``labels`` (B,) int64,
-    ``digit_xy`` (B, 2) (with K digits per canvas: (B, K) and (B, K, 2), in reading order), ``locations`` list of (B, 2) float32 (one per glimpse so far), ``t``
-    (glimpses taken).
+    ``digit_xy`` (B, 2) (with K digits per canvas: (B, K) and (B, K, 2), in reading order),
+    ``locations`` list of (B, 2) float32 (one per glimpse so far), ``t`` (glimpses taken).
     """
 
     def __init__(self, task: GlimpseTask):

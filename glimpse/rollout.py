@@ -19,9 +19,9 @@ from glimpse.models.ram.location import LocationPolicy
 
 class Rollout(NamedTuple):
     """For B episodes of T glimpses: ``logits`` (B, C) after the last glimpse, or (B, K, C), one
-    per digit, at the end of each block; ``reward`` (B,) and ``labels`` (B,) or (B, K) from the env; ``log_probs`` and ``baselines`` (B, T-1) for the T-1
-    chosen locations; ``locations`` (B, T, 2) where each glimpse was taken; ``glimpses``
-    (B, T, k, g, g) if recorded, else None."""
+    per digit, at the end of each block; ``reward`` (B,) and ``labels`` (B,) or (B, K) from the
+    env; ``log_probs`` and ``baselines`` (B, T-1) for the T-1 chosen locations; ``locations``
+    (B, T, 2) where each glimpse was taken; ``glimpses`` (B, T, k, g, g) if recorded, else None."""
 
     logits: torch.Tensor
     reward: torch.Tensor

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from glimpse.canvas import fixed_canvas_set
+from glimpse.cli import markdown_table
 from glimpse.data import load_mnist
 from glimpse.evaluation import TEST_SEED, fixed_set
 from glimpse.measure import flops_per_image, pixels_read
@@ -72,9 +73,7 @@ def _error_cell(errors: np.ndarray) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(header, rows)
 
 
 def _number(x: float) -> str:
