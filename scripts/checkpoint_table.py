@@ -26,7 +26,7 @@ REFERENCE = {  # (published, target) test error in %, from shared/reference and 
     "sat-cluttered100": ("-", "<= 3"),
     "sat-multi100": ("-", "-"),  # two digits, both must be right: no published number
 }
-DEFAULTS = {"run_dir", "run_name", "threads", "data_dir", "log_every", "image_every", "checkpoint_every",
+DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every", "image_every", "checkpoint_every",
             "val_every", "eval_batch_size", "max_steps"}
 
 

@@ -260,3 +260,12 @@ def test_checkpoint_table_writes_todays_options_for_runs_saved_under_old_names()
     del saved["reinforce_into_core"]  # runs before the option recorded detach_policy_input
     assert table.command({**saved, "detach_policy_input": True}) == "python train.py --mode hard --preset cluttered60"
     assert table.command({**saved, "detach_policy_input": False}).endswith("--preset cluttered60 --reinforce-into-core 1.0")
+
+
+def test_checkpoint_table_leaves_out_where_a_run_ran():
+    """A run resumed on another device (--resume --device cpu) keeps the recipe's command."""
+    from glimpse.training.config import TrainConfig
+
+    table = load_checkpoint_table()
+    resumed = TrainConfig(preset="cluttered60", device="cpu", threads=8).to_dict()
+    assert table.command(resumed) == "python train.py --mode hard --preset cluttered60"
