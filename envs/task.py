@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from glimpse.canvas import CLUTTER_SIZE, DIGIT_SIZE, digits_that_fit
 from glimpse.data import SPLITS
 
@@ -67,6 +69,10 @@ class GlimpseTask:
     def episode_length(self) -> int:
         """Steps (glimpses) per episode: ``n_glimpses`` for each digit."""
         return self.n_glimpses * self.n_digits
+
+    def blank_labels(self, n: int) -> np.ndarray:
+        """(n,) or (n, n_digits) int64 zeros: a label action for steps whose label is not judged."""
+        return np.zeros((n, self.n_digits) if self.n_digits > 1 else (n,), np.int64)
 
     @property
     def scale_widths(self) -> list[int]:

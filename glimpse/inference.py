@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from envs.episodes import EpisodeBatch
+from envs.task import GlimpseTask
 from envs.vector import ClutteredMNISTVectorEnv
 from glimpse.rollout import Rollout, run_episodes
 
@@ -42,10 +43,8 @@ def ram_episodes(model: nn.Module, task: dict, images: np.ndarray, labels: np.nd
     ``first_locations`` (N, 2) overrides where the first glimpses fall; by default the task's
     rule applies ("random" ones drawn from seed 0). ``location_noise`` (N, T-1, 2), if given, is
     the standard normal noise of each sampled location, step by step, instead of ``generator``."""
-    if labels is None:
-        labels = np.zeros((len(images), task["n_digits"]) if task.get("n_digits", 1) > 1 else len(images), np.int64)
-    labels = np.asarray(labels, np.int64)
     env = hard_env(task, len(images))
+    labels = env.task.blank_labels(len(images)) if labels is None else np.asarray(labels, np.int64)
     options = {"images": images, "labels": labels}
     if first_locations is not None:
         options["first_location"] = first_locations
@@ -81,7 +80,7 @@ def ram_trajectories(model: nn.Module, task: dict, images: np.ndarray, batch_siz
     n_trajectories = max(n_samples, 1)
     draws_locations = n_samples > 0 or getattr(model.config, "policy", "learned") == "random"
     firsts = [first_glimpses(task, len(images), seed + k) for k in range(n_trajectories)]
-    steps = task["n_glimpses"] * task.get("n_digits", 1)
+    steps = GlimpseTask(**task).episode_length
     noises = [torch.randn((len(images), steps - 1, 2), generator=torch.Generator().manual_seed(seed + k))
               if draws_locations else None for k in range(n_trajectories)]
     for start in range(0, len(images), batch_size):

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from envs.task import GlimpseTask
 from glimpse.canvas import make_canvases
 from glimpse.inference import canvases_to_tensor
 from glimpse.losses import hybrid_loss
@@ -82,7 +83,7 @@ def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
         for name, value in (("glimpse_size", g), ("n_scales", k), ("n_glimpses", t)):
             if getattr(config, name) != value:
                 raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={value}")
-        t *= int(task.get("n_digits", 1))  # n_glimpses is per digit
+        t = GlimpseTask(**task).episode_length  # n_glimpses is per digit
         widest = g * 2 ** (k - 1)
         per_glimpse = min(widest, height) * min(widest, width)
         return {"sensor_values": t * k * g * g, "canvas_pixels_touched": t * per_glimpse, "input_pixels": area}
@@ -117,7 +118,7 @@ def _ram_forward(model: nn.Module, task: dict, canvases: torch.Tensor, seed: int
     """T steps of RAM on (B, H, W) uint8 canvases, sensor included, following the policy mean
     (as deterministic evaluation does). Returns the final logits (B, C)."""
     g, k = int(task["glimpse_size"]), int(task["n_scales"])
-    t = int(task["n_glimpses"]) * int(task.get("n_digits", 1))
+    t = GlimpseTask(**task).episode_length
     batch = canvases.shape[0]
     ii = integral_images(canvases)  # (B, H+1, W+1)
     location = _first_locations(task, batch, torch.Generator().manual_seed(seed))

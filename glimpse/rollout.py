@@ -56,7 +56,7 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     device = next(model.parameters()).device
     state = model.initial_state(env.num_envs, device)
     log_probs, baselines, locations, glimpses, digit_logits = [], [], [], [], []
-    unjudged_label = np.zeros((env.num_envs,) + ((env.task.n_digits,) if env.task.n_digits > 1 else ()), np.int64)
+    unjudged_label = env.task.blank_labels(env.num_envs)
     random_policy = getattr(model.config, "policy", "learned") == "random"
     if random_policy and generator is None and noise is None:
         generator = torch.Generator().manual_seed(seed or 0)
