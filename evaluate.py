@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from glimpse.cli import fail
-from glimpse.data import DataError
+from envs.data import DataError
 from glimpse.evaluation import evaluate_checkpoint
-from glimpse.training.checkpoint import CheckpointError
+from glimpse.checkpoint import CheckpointError
 
 
 def build_parser() -> argparse.ArgumentParser:

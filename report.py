@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 
 from glimpse.cli import fail
-from glimpse.data import DataError
+from envs.data import DataError
 from glimpse.report.document import ReportSettings, build_report, update_readme
 from glimpse.report.experiments import GLIMPSE_COUNTS, MODELS, SWEPT, sweep
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
-from glimpse.training.checkpoint import CheckpointError
+from glimpse.checkpoint import CheckpointError
 
 ROOT = Path(__file__).resolve().parent
 

@@ -15,9 +15,9 @@ import sys
 from dataclasses import fields
 
 from glimpse.cli import fail
-from glimpse.data import DataError
+from envs.data import DataError
 from glimpse.training import distributed
-from glimpse.training.checkpoint import CheckpointError, load_checkpoint
+from glimpse.checkpoint import CheckpointError, load_checkpoint
 from glimpse.training.config import TrainConfig, build_parser, config_from_args
 from glimpse.training.loop import TrainingDiverged, _last_checkpoint, train
 
@@ -37,7 +37,7 @@ def resumed_config(args) -> TrainConfig:
                          f"{', '.join('--' + n.replace('_', '-') for n in refused)} "
                          f"(allowed: {', '.join('--' + n.replace('_', '-') for n in RESUMABLE_OVERRIDES)})")
     values.update({name: getattr(args, name) for name in changed})
-    return TrainConfig(**values)
+    return TrainConfig.from_dict(values)
 
 
 def main(argv: list[str] | None = None) -> int:

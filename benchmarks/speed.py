@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from glimpse.canvas import fixed_canvas_set  # noqa: E402
+from envs.canvas import fixed_canvas_set  # noqa: E402
 from glimpse.cli import fail, markdown_table  # noqa: E402
-from glimpse.data import DataError, load_mnist  # noqa: E402
+from envs.data import DataError, load_mnist  # noqa: E402
 from glimpse.speed import TRAINING_PHASES, env_steps_per_second, eval_images_per_second, training_speed  # noqa: E402
 from glimpse.training import distributed  # noqa: E402
 from glimpse.training.config import resolve_config  # noqa: E402
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         canvases = fixed_canvas_set(data.test.images[:2000], data.test.labels[:2000], config.canvas_size,
                                     config.n_clutter, False, 0).images
         train_speed, phases, learner = training_speed(config, data, steps * reps, device=device)
-        eval_speed = eval_images_per_second(learner.kind, learner.model, learner.task, canvases)
+        eval_speed = eval_images_per_second(learner.family.name, learner.model, learner.task, canvases)
         rows.append((f"training images/s, {name}, batch 128", f"{train_speed:,.0f}"))
         rows.append((f"evaluation images/s, {name}", f"{eval_speed:,.0f}"))
         phase_rows.append((name, *(f"{phases[p]:.1f}" for p in TRAINING_PHASES), f"{sum(phases.values()):.1f}"))

@@ -27,14 +27,17 @@ from envs.cluttered_mnist import ClutteredMNISTEnv
 from envs.task import GlimpseTask
 from envs.vector import ClutteredMNISTVectorEnv
 
-ENV_TASKS = {
-    "glimpse/MNIST-v0": dict(canvas_size=28, n_clutter=0, centred_digit=True, glimpse_size=8, n_scales=1, n_glimpses=6),
-    "glimpse/TranslatedMNIST60-v0": dict(canvas_size=60, n_clutter=0, glimpse_size=12, n_scales=3, n_glimpses=6),
-    "glimpse/ClutteredMNIST60-v0": dict(canvas_size=60, n_clutter=4, glimpse_size=12, n_scales=3, n_glimpses=6),
-    "glimpse/ClutteredMNIST100-v0": dict(canvas_size=100, n_clutter=8, glimpse_size=12, n_scales=4, n_glimpses=8),
-    "glimpse/ClutteredTwoDigitMNIST100-v0": dict(canvas_size=100, n_clutter=8, n_digits=2, glimpse_size=12,
-                                                 n_scales=4, n_glimpses=8),
+from envs.task import TASKS
+
+# env id -> the task it serves (envs/task.py's table, shared with train.py's presets)
+ENV_IDS = {
+    "glimpse/MNIST-v0": "mnist28",
+    "glimpse/TranslatedMNIST60-v0": "translated60",
+    "glimpse/ClutteredMNIST60-v0": "cluttered60",
+    "glimpse/ClutteredMNIST100-v0": "cluttered100",
+    "glimpse/ClutteredTwoDigitMNIST100-v0": "multi100",
 }
+ENV_TASKS = {env_id: TASKS[name] for env_id, name in ENV_IDS.items()}
 
 for _env_id, _kwargs in ENV_TASKS.items():
     if _env_id not in gymnasium.registry:
@@ -45,4 +48,4 @@ for _env_id, _kwargs in ENV_TASKS.items():
             kwargs=_kwargs,
         )
 
-__all__ = ["ClutteredMNISTEnv", "ClutteredMNISTVectorEnv", "GlimpseTask", "ENV_TASKS"]
+__all__ = ["ClutteredMNISTEnv", "ClutteredMNISTVectorEnv", "GlimpseTask", "ENV_IDS", "ENV_TASKS", "TASKS"]

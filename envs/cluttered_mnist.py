@@ -82,7 +82,7 @@ class ClutteredMNISTEnv(gym.Env):
             return None
         if self._episodes.canvases is None:
             raise RuntimeError("render() before reset()")
-        from glimpse.viz import draw_glimpse_path
+        from envs.render import draw_glimpse_path
 
         frame = draw_glimpse_path(self._episodes.canvases[0], self._episodes.path()[0],
                                   self.task.glimpse_size, self.task.n_scales)

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from envs.task import GlimpseTask
-from glimpse.canvas import CanvasBatch, make_canvases
-from glimpse.data import Digits, load_mnist
-from glimpse.retina import extract_glimpses, integral_images
+from envs.canvas import CanvasBatch, make_canvases
+from envs.data import Digits, load_mnist
+from envs.retina import extract_glimpses, integral_images
 
 
 class EpisodeBatch:

@@ -5,10 +5,22 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from glimpse.canvas import CLUTTER_SIZE, DIGIT_SIZE, digits_that_fit
-from glimpse.data import SPLITS
+from envs.canvas import CLUTTER_SIZE, DIGIT_SIZE, digits_that_fit
+from envs.data import SPLITS
 
 FIRST_LOCATIONS = ("random", "centre")
+
+# The lab's tasks, one table: the registered env ids (envs/__init__.py) and train.py's presets
+# both read it. Every entry is a set of GlimpseTask fields; the rest take GlimpseTask's defaults.
+TASKS: dict[str, dict] = {
+    # Mnih et al. 2014's settings
+    "mnist28": dict(canvas_size=28, n_clutter=0, centred_digit=True, glimpse_size=8, n_scales=1, n_glimpses=6),
+    "translated60": dict(canvas_size=60, n_clutter=0, glimpse_size=12, n_scales=3, n_glimpses=6),
+    "cluttered60": dict(canvas_size=60, n_clutter=4, glimpse_size=12, n_scales=3, n_glimpses=6),
+    "cluttered100": dict(canvas_size=100, n_clutter=8, glimpse_size=12, n_scales=4, n_glimpses=8),
+    # two digits to read left to right, like Ba et al. 2015's two-digit task; glimpses per digit
+    "multi100": dict(canvas_size=100, n_clutter=8, n_digits=2, glimpse_size=12, n_scales=4, n_glimpses=8),
+}
 
 
 @dataclass(frozen=True)
@@ -25,7 +37,7 @@ class GlimpseTask:
     n_glimpses: T, glimpses per digit: an episode has T x n_digits steps (``episode_length``).
     split: which digits: "train", "val" or "test".
     first_location: where the first glimpse is taken: "random" or "centre".
-    data_dir: MNIST root (None: the lookup order of glimpse.data).
+    data_dir: MNIST root (None: the lookup order of envs.data).
     """
 
     canvas_size: int = 60
@@ -36,7 +48,7 @@ class GlimpseTask:
     n_scales: int = 3
     n_glimpses: int = 6
     split: str = "train"
-    first_location: str = "random"
+    first_location: str = "centre"
     data_dir: str | None = None
 
     def __post_init__(self):

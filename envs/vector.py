@@ -98,7 +98,7 @@ class ClutteredMNISTVectorEnv(VectorEnv):
             return None
         if self.episodes.canvases is None:
             raise RuntimeError("render() before reset()")
-        from glimpse.viz import draw_glimpse_path
+        from envs.render import draw_glimpse_path
 
         path = self.episodes.path()
         return tuple(

@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from glimpse.canvas import fixed_canvas_set
-from glimpse.data import load_mnist
+from envs.canvas import fixed_canvas_set
+from envs.data import load_mnist
 from glimpse.inference import predict_probabilities, read_right
-from glimpse.training.checkpoint import load_model
+from glimpse.checkpoint import load_model
+from glimpse.models import get_family
 
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
 
@@ -57,7 +58,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         raise ValueError("--samples must be >= 0 and --batch-size >= 1")
     model, payload = load_model(checkpoint)
     task, kind = payload["task"], payload["kind"]
-    if samples and kind != "ram":
+    family = get_family(kind)
+    if samples and family.mode != "hard":
         raise ValueError(f"--samples applies to hard attention only; a {kind} model is deterministic")
     if images_file is not None:
         images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
@@ -76,8 +78,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if samples:
         policy = f"averaged over {samples} sampled trajectories (seed {seed})"
     else:
-        policy = "deterministic (policy mean)" if kind == "ram" else "deterministic"
-    if kind == "ram" and task.get("first_location") == "random":
+        policy = "deterministic (policy mean)" if family.mode == "hard" else "deterministic"
+    if family.mode == "hard" and task.get("first_location") == "random":
         seeds = f"seeds {seed}..{seed + samples - 1}, one per trajectory" if samples > 1 else f"seed {seed}"
         policy += f", first glimpses at random ({seeds})"
     result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,

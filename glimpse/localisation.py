@@ -3,11 +3,10 @@
 The canvas generator knows each digit's 28x28 box (``CanvasBatch.digit_xy``, its top-left
 pixel), so on the fixed test canvases we can measure what accuracy alone hides: whether a model
 errs because it never looked at the digit or because it misread a digit it found. Where a model
-looks at step t, in pixels:
-- RAM: the centre of glimpse t (deterministic: the policy mean, as evaluate.py scores it);
-- DRAW: the centre of the filterbank grid of read t;
-- Show-Attend-Tell: the attention-weighted mean of the receptive-field centres of its feature
-  cells at step t.
+looks at step t is the ``centres`` of its family's :class:`glimpse.models.Attention` (RAM: the
+centre of glimpse t, following the policy mean as evaluate.py scores it; DRAW: the centre of the
+filterbank grid; Show-Attend-Tell: the attention-weighted mean of its cells' receptive-field
+centres; the Spatial Transformer: the centre of its crop).
 """
 from __future__ import annotations
 
@@ -15,10 +14,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from glimpse.canvas import DIGIT_SIZE
-from glimpse.coords import unit_to_pixels
-from glimpse.inference import canvases_to_tensor, ram_trajectories
-from glimpse.models.sat_encoder import ConvEncoder
+from envs.canvas import DIGIT_SIZE
+from envs.coords import unit_to_pixels
+from envs.data import load_mnist
+from glimpse.checkpoint import load_model
+from glimpse.evaluation import fixed_set
+from glimpse.inference import looks
+from glimpse.models import get_family
 
 # A step "found" the digit within this many pixels of its centre: the digit is 28x28, so RAM's
 # finest 12x12 scale then holds part of it, and DRAW's read at a typical final stride all of it.
@@ -32,31 +34,15 @@ def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarra
 
     The predictions are evaluate.py's (deterministic); ``seed`` places random first glimpses as
     ``evaluate.py --seed`` does. ``progress``: a tqdm bar to advance by each batch."""
-    model.eval()
-    size = task["canvas_size"]
-    device = next(model.parameters()).device
-    if kind not in ("ram", "draw", "sat"):
+    family = get_family(kind)
+    if not family.has_attention:
         raise ValueError(f"a {kind} model reads the whole canvas: there is no attention to locate")
     centres, predictions = [], []
-    rollouts = ram_trajectories(model, task, images, batch_size, seed=seed) if kind == "ram" else None
-    for start in range(0, len(images), batch_size):
-        batch = images[start:start + batch_size]
-        if kind == "ram":
-            _, (rollout,) = next(rollouts)
-            centre, logits = unit_to_pixels(rollout.locations.cpu(), size), rollout.logits
-        else:
-            out = model(canvases_to_tensor(batch).to(device))
-            logits = out["logits"]
-            if kind == "draw":
-                centre = unit_to_pixels(out["centre"].cpu(), size)
-            else:  # alpha (B, T, gh, gw) over the encoder's grid of cells
-                alpha = out["alpha"].cpu()
-                cell_y, cell_x = (ConvEncoder.cell_centres(n) for n in alpha.shape[-2:])
-                centre = torch.stack([(alpha.sum(-2) * cell_x).sum(-1), (alpha.sum(-1) * cell_y).sum(-1)], -1)
-        centres.append(centre.numpy())
-        predictions.append(logits.argmax(-1).cpu().numpy())
+    for part, (look,) in looks(family, model, task, images, batch_size, seed=seed):
+        centres.append(unit_to_pixels(look.attention.centres.cpu(), task["canvas_size"]).numpy())
+        predictions.append(look.logits.argmax(-1).cpu().numpy())
         if progress is not None:
-            progress.update(len(batch))
+            progress.update(len(images[part]))
     return np.concatenate(centres), np.concatenate(predictions)
 
 
@@ -84,10 +70,6 @@ def localisation_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions:
 def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test",
                         radius: float = DEFAULT_RADIUS, seed: int = 0, batch_size: int = 500) -> dict:
     """:func:`localisation_summary` of a checkpoint on its fixed test (or validation) canvases."""
-    from glimpse.data import load_mnist
-    from glimpse.evaluation import fixed_set
-    from glimpse.training.checkpoint import load_model
-
     if not radius > 0 or batch_size < 1:
         raise ValueError("--radius must be > 0 and --batch-size >= 1")
     model, payload = load_model(checkpoint)

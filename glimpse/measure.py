@@ -5,9 +5,9 @@ of its attention parameters is at fixed weights.
 Nothing here trains anything; every function leaves the model's weights, ``requires_grad``
 flags and ``.grad`` fields as it found them.
 
-Kinds are those of :mod:`glimpse.models`: ``ram`` (hard), ``draw`` and ``sat`` (soft), ``fc``
-and ``cnn`` (full-image baselines, no attention parameters).
-``task`` is the dict stored in checkpoints (glimpse.training.learner.TASK_KEYS: canvas_size,
+Kinds are the registered families of :mod:`glimpse.models`; each family says how it reads
+(``pixels_read``) and which parameters decide where it looks (``attention_module``).
+``task`` is the dict stored in checkpoints (glimpse.training.config.TASK_KEYS: canvas_size,
 n_clutter, centred_digit, glimpse_size, n_scales, n_glimpses, first_location); ``model_config``
 the kwargs of the kind's Config dataclass (missing fields take the dataclass defaults).
 """
@@ -23,13 +23,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from envs.task import GlimpseTask
-from glimpse.canvas import make_canvases
-from glimpse.inference import canvases_to_tensor
+from envs.canvas import make_canvases
 from glimpse.losses import hybrid_loss
-from glimpse.models import model_classes
-from glimpse.retina import extract_glimpses, integral_images
-from glimpse.rollout import run_episodes
+from glimpse.models import get_family
+from glimpse.models.ram.rollout import run_episodes
+from glimpse.models.registry import canvases_to_tensor
 
 __all__ = [
     "GradStats", "attention_parameters", "flop_breakdown", "flops_per_image", "gradient_statistics",
@@ -42,93 +40,28 @@ __all__ = [
 # pixels read
 # ---------------------------------------------------------------------------------------------
 
-def _full_config(kind: str, model_config: dict):
-    config_class, _ = model_classes(kind)
-    return config_class(**model_config)
-
-
 def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
-    """What one image costs in reading, by definition rather than by measurement.
-
-    Returns a dict of ints, per image:
-
-    ``sensor_values``
-        numbers the model's learned part receives from the image: RAM T * k * g * g glimpse
-        values; DRAW T * N * N filterbank outputs; SAT H * W pixels (its CNN takes the canvas).
-    ``canvas_pixels_touched``
-        canvas pixels that enter the computation of those values, counted once per glimpse/step.
-        RAM: the pixels under the largest (coarsest) box of each glimpse, ``w = g * 2**(k-1)``
-        wide, i.e. ``min(w, H) * min(w, W)`` per glimpse (an upper bound: a box hanging over the
-        edge covers fewer), times T. The finer scales lie inside the largest box, so they add
-        nothing. DRAW: every filter has Gaussian (non-zero) weight on every pixel, so each step
-        reads the whole canvas: T * H * W. SAT and the full-image baselines (fc, cnn) read every
-        pixel once: H * W.
-    ``input_pixels``
-        H * W, the canvas.
+    """What one image costs in reading, by definition rather than by measurement: the family's
+    :meth:`glimpse.models.Family.pixels_read` (a dict of ints per image: ``sensor_values``,
+    ``canvas_pixels_touched``, ``input_pixels``; each family's docstring says how it counts).
 
     Not counted: the retina's implementation builds an integral image of the canvas (one pass
     over all H * W pixels, a cumulative sum, no learned part) so that each box costs four
     lookups. That preprocessing is O(H W) per image but fixed; what the model *chooses* to look
     at is what ``canvas_pixels_touched`` counts.
-
-    RAM takes g, k and T from ``task`` (they define the env's episodes); a ``model_config`` that
-    disagrees with them raises ValueError. DRAW and SAT take T and N from the model config and the
-    canvas size from ``task`` (checked against the config's ``canvas_size``).
     """
-    height = width = int(task["canvas_size"])
-    area = height * width
-    config = _full_config(kind, model_config)
-    if kind == "ram":
-        g, k, t = int(task["glimpse_size"]), int(task["n_scales"]), int(task["n_glimpses"])
-        for name, value in (("glimpse_size", g), ("n_scales", k), ("n_glimpses", t)):
-            if getattr(config, name) != value:
-                raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={value}")
-        t = GlimpseTask(**task).episode_length  # n_glimpses is per digit
-        widest = g * 2 ** (k - 1)
-        per_glimpse = min(widest, height) * min(widest, width)
-        return {"sensor_values": t * k * g * g, "canvas_pixels_touched": t * per_glimpse, "input_pixels": area}
-    if config.canvas_size != height:
-        raise ValueError(f"model_config canvas_size={config.canvas_size} but task canvas_size={height}")
-    if kind == "draw":
-        t, n = config.n_glimpses, config.read_size
-        return {"sensor_values": t * n * n, "canvas_pixels_touched": t * area, "input_pixels": area}
-    if kind in ("sat", "fc", "cnn"):  # a CNN encoder or a full-image baseline reads every pixel once
-        return {"sensor_values": area, "canvas_pixels_touched": area, "input_pixels": area}
-    raise ValueError(f"unknown model kind {kind!r}")
+    return get_family(kind).pixels_read(task, model_config)
 
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs
 # ---------------------------------------------------------------------------------------------
 
-def _random_canvases(task: dict, batch: int, seed: int) -> torch.Tensor:
+def _random_canvases(task: dict, batch: int, seed: int) -> np.ndarray:
     """(batch, H, W) uint8 uniform noise: FLOPs of these models do not depend on the pixel values."""
     size = int(task["canvas_size"])
     generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 256, (batch, size, size), generator=generator, dtype=torch.uint8)
-
-
-def _first_locations(task: dict, batch: int, generator: torch.Generator) -> torch.Tensor:
-    if task.get("first_location", "random") == "centre":
-        return torch.zeros(batch, 2)
-    return torch.rand(batch, 2, generator=generator) * 2 - 1
-
-
-def _ram_forward(model: nn.Module, task: dict, canvases: torch.Tensor, seed: int) -> torch.Tensor:
-    """T steps of RAM on (B, H, W) uint8 canvases, sensor included, following the policy mean
-    (as deterministic evaluation does). Returns the final logits (B, C)."""
-    g, k = int(task["glimpse_size"]), int(task["n_scales"])
-    t = GlimpseTask(**task).episode_length
-    batch = canvases.shape[0]
-    ii = integral_images(canvases)  # (B, H+1, W+1)
-    location = _first_locations(task, batch, torch.Generator().manual_seed(seed))
-    state = model.initial_state(batch)
-    for _ in range(t):
-        glimpse = extract_glimpses(ii, location, g, k)  # (B, k, g, g)
-        out = model(glimpse, location, state)
-        state = out.state
-        location = out.mean.clamp(-1.0, 1.0)
-    return out.logits
+    return torch.randint(0, 256, (batch, size, size), generator=generator, dtype=torch.uint8).numpy()
 
 
 def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> dict[str, float]:
@@ -147,27 +80,29 @@ def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed
 
     Consequences per kind:
 
+    The forward pass is the family's :meth:`glimpse.models.Family.run`, as evaluation runs it.
+
     * ``ram``: T steps of ``model(glimpse, location, state)`` (each step also computes the
-      classifier and baseline heads, as the env loop does), with the sensor run inside the
-      counter: :func:`glimpse.retina.integral_images` + :func:`glimpse.retina.extract_glimpses`.
+      classifier and baseline heads) through the env, whose sensor runs inside the counter.
       The sensor is cumsum, gather and elementwise arithmetic, so it counts as **0**
       (by hand: ~2 H W adds for the integral image plus ~4 k g^2 ops per glimpse).
-      The first location follows ``task["first_location"]``, the next ones the policy mean.
+      The first location follows ``task["first_location"]`` (random ones from ``seed``), the
+      next ones the policy mean.
     * ``draw``: ``model(images)``; the read ``F_Y @ image @ F_X^T`` is two bmm (2 N H W + 2 N N W
       per step) and is counted; building the filters (exp) is not.
     * ``sat``: ``model(images)``; convolutions, the attention's Linear layers and the context bmm
       are counted; ReLU, max-pool, tanh and softmax are not.
+    * ``stn``: the localisation network's convolutions and Linear layers and the crop
+      classifier's; the bilinear sampler (``grid_sample``) is not counted, ``affine_grid`` is a
+      small bmm.
     * ``fc``, ``cnn``: ``model(images)``; the Linear layers and the convolution.
     """
+    family = get_family(kind)
     canvases = _random_canvases(task, batch, seed)
+    draws = family.evaluation_draws(model, task, batch, seed, False)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
-        if kind == "ram":
-            _ram_forward(model, task, canvases, seed)
-        elif kind in ("draw", "sat", "fc", "cnn"):
-            model(canvases_to_tensor(canvases.numpy()))
-        else:
-            raise ValueError(f"unknown model kind {kind!r}")
+        family.run(model, canvases, task, draws=draws)
     by_op = counter.get_flop_counts().get("Global", {})
     return {str(op).split(".")[-1]: count / batch for op, count in by_op.items()}
 
@@ -215,25 +150,14 @@ def gradient_statistics(grad_fn: Callable[[int], torch.Tensor], n_batches: int) 
     return GradStats(mean, variance, total, relative, n_batches)
 
 
-def _kind_of(model: nn.Module) -> str:
-    name = type(model).__name__
-    kinds = {"RecurrentAttentionModel": "ram", "DRAWClassifier": "draw", "SATClassifier": "sat"}
-    if name not in kinds:
-        raise ValueError(f"no attention parameters known for {name}")
-    return kinds[name]
-
-
-def attention_parameters(model: nn.Module, kind: str | None = None) -> dict[str, nn.Parameter]:
-    """The parameters that decide *where* the model looks, by name.
-
-    ram: ``location_policy.mean`` (weight (2, h), bias (2,)), the Gaussian policy's mean head
-    (a learned std head, if any, is not included); draw: ``attention`` (Linear h -> 5: centre,
-    log sigma^2, log stride, log gamma); sat: ``decoder.attention`` (W_a, W_h, w of the additive
-    attention).
-    """
-    kind = kind or _kind_of(model)
-    module = {"ram": lambda: model.location_policy.mean, "draw": lambda: model.attention,
-              "sat": lambda: model.decoder.attention}[kind]()
+def attention_parameters(model: nn.Module, kind: str) -> dict[str, nn.Parameter]:
+    """The parameters that decide *where* a ``kind`` model looks, by name: its family's
+    :meth:`glimpse.models.Family.attention_module` (RAM: the policy's mean head; DRAW: the
+    Linear h -> 5 attention parameters; Show-Attend-Tell: the additive attention; the Spatial
+    Transformer: its localisation network)."""
+    module = get_family(kind).attention_module(model)
+    if module is None:
+        raise ValueError(f"a {kind} model has no attention parameters")
     return dict(module.named_parameters())
 
 
@@ -259,7 +183,7 @@ def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
 def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray | None = None) -> torch.Tensor:
     """One minibatch's REINFORCE gradient of the location policy's mean head, flattened (d,).
 
-    Plays ``env.num_envs`` episodes with sampled locations (:func:`glimpse.rollout.run_episodes`;
+    Plays ``env.num_envs`` episodes with sampled locations (:func:`glimpse.models.ram.rollout.run_episodes`;
     ``seed`` seeds both the env, hence which digits, clutter and first location, and the
     location noise), then differentiates ``hybrid_loss(...).reinforce`` (advantage = reward -
     detached baseline) w.r.t. :func:`attention_parameters`. ``indices`` (num_envs,) fixes the
@@ -274,14 +198,14 @@ def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray
         return _flat_grad(loss.reinforce, params)
 
 
-def soft_attention_gradient(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def soft_attention_gradient(model: nn.Module, kind: str, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """One minibatch's backprop gradient of cross-entropy w.r.t. the soft model's attention
     parameters (:func:`attention_parameters`), flattened (d,).
 
     images (B, 1, H, W) float in [0, 1]; labels (B,) int64. No regulariser is added (SAT's
     doubly stochastic term is off by default). Weights are not changed; no ``.grad`` is written.
     """
-    params = list(attention_parameters(model).values())
+    params = list(attention_parameters(model, kind).values())
     with _requires_grad(params):
         loss = F.cross_entropy(model(images)["logits"], labels)
         return _flat_grad(loss, params)
@@ -289,7 +213,7 @@ def soft_attention_gradient(model: nn.Module, images: torch.Tensor, labels: torc
 
 def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A training-like minibatch for soft models: ``batch_size`` digits drawn uniformly from
-    ``digits`` (a :class:`glimpse.data.Digits`) and placed on fresh canvases of ``task``'s recipe,
+    ``digits`` (a :class:`envs.data.Digits`) and placed on fresh canvases of ``task``'s recipe,
     all from ``np.random.default_rng(seed)``. Returns images (B, 1, H, W) float32 and labels (B,)."""
     rng = np.random.default_rng(seed)
     indices = rng.integers(0, len(digits), size=batch_size)
@@ -303,11 +227,11 @@ def ram_gradient_fn(model: nn.Module, env, seed: int = 0) -> Callable[[int], tor
     return lambda i: ram_attention_gradient(model, env, seed + i)
 
 
-def soft_gradient_fn(model: nn.Module, task: dict, digits, batch_size: int,
+def soft_gradient_fn(model: nn.Module, kind: str, task: dict, digits, batch_size: int,
                      seed: int = 0) -> Callable[[int], torch.Tensor]:
     """``i -> soft_attention_gradient`` on ``soft_minibatch(task, digits, batch_size, seed + i)``."""
     def grad_fn(i: int) -> torch.Tensor:
         images, labels = soft_minibatch(task, digits, batch_size, seed + i)
-        return soft_attention_gradient(model, images, labels)
+        return soft_attention_gradient(model, kind, images, labels)
 
     return grad_fn

@@ -15,8 +15,7 @@ import torch
 import envs  # noqa: F401 - registers the environments
 from glimpse.inference import predict_probabilities
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import make_learner
-from glimpse.training.loop import batch_indices, build_optimizer, step_seed
+from glimpse.training.loop import batch_indices, make_learner, step_seed
 
 ENV_ID = "glimpse/ClutteredMNIST60-v0"
 
@@ -59,7 +58,7 @@ def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, devic
     """
     device = torch.device(device)
     learner = make_learner(config, data, device)
-    optimizer = build_optimizer(config, learner.model)
+    optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
     n_train = len(data.train)
     spent = dict.fromkeys(TRAINING_PHASES, 0.0)
     for step in range(steps + warmup):

@@ -1,19 +1,15 @@
-"""Pictures of where a model looked, as (3, H, W) uint8 RGB arrays (CHW) for
-``SummaryWriter.add_image(..., dataformats="CHW")`` and for reports.
+"""Pictures of where a model looked, for every family, as (3, H, W) uint8 RGB arrays (CHW) for
+``SummaryWriter.add_image(..., dataformats="CHW")`` and for the report: one drawing code path.
 
-* :func:`draw_glimpse_path` (RAM): every glimpse's nested boxes, the path between the
-  glimpse centres, the first centre as a filled square and the last as a filled diamond.
-* :func:`draw_filterbank_path` (DRAW): one box per step (the filterbank grid), same look.
+* :func:`draw_attention`: one canvas and its :class:`glimpse.models.registry.Attention`: boxes
+  and the path between their centres (RAM's nested glimpse scales, DRAW's filterbank grid, the
+  Spatial Transformer's crop), or one heat map per step (Show-Attend-Tell), with what a hard
+  model's sensor returned beside it, titled with the true and predicted label.
 * :func:`glimpse_strip` (RAM): what each glimpse saw, as in RAM's Figure 3.
 * :func:`overlay_attention` (Show-Attend-Tell): each step's attention map over the canvas.
-* :func:`stack_rows` / :func:`side_by_side`: put several pictures in one image.
 
-Time runs along one colormap, cyan (first) -> green -> yellow -> orange -> red (last); at
-``upscale >= 3`` every centre is also numbered (1 = first). Locations follow
-:mod:`glimpse.coords`, and RAM's boxes use the retina's own rounding
-(:func:`glimpse.retina.patch_origin`): a box ``w`` wide centred at pixel coordinate ``c``
-covers columns ``round_half_up(c - w/2) .. +w-1`` of the canvas, exactly what the sensor reads.
-Drawing is plain numpy: slices for boxes, one vectorised call per line segment.
+Primitives, the glimpse-path picture and layouts live in :mod:`envs.render` (environments render
+with them too).
 """
 from __future__ import annotations
 
@@ -21,278 +17,66 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from glimpse.coords import unit_to_pixels
-from glimpse.retina import patch_origin
-
-__all__ = [
-    "to_rgb_canvas",
-    "time_colours",
-    "draw_glimpse_path",
-    "draw_filterbank_path",
-    "glimpse_tile",
-    "glimpse_strip",
-    "overlay_attention",
-    "side_by_side",
-    "stack_rows",
-]
-
-PAD = np.array([64, 64, 64], np.uint8)  # separators and padding between pictures
-HALO = np.array([0, 0, 0], np.float32)  # dark outline under path and markers, for contrast on white strokes
-# cyan -> green -> yellow -> orange -> red: saturated everywhere, so never confused with the grey canvas
-_ANCHORS = np.array([[0, 200, 255], [40, 230, 100], [250, 230, 0], [255, 140, 0], [255, 40, 40]], np.float32)
-_COARSE_OPACITY = 0.6  # coarser scales of a RAM glimpse: thinner and see-through, so the finest box stands out
-
-# 3x5 bitmap digits for step labels
-_FONT = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
-    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001010010010",
-    "8": "111101111101111", "9": "111101111001111",
-}
-_GLYPHS = {c: np.array([int(b) for b in bits], bool).reshape(5, 3) for c, bits in _FONT.items()}
-
-
-# ----------------------------------------------------------------------------- basics
-
-def _np(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
-def _grey_uint8(canvas) -> np.ndarray:
-    canvas = _np(canvas)
-    if canvas.ndim == 3 and canvas.shape[0] == 1:
-        canvas = canvas[0]
-    if canvas.ndim != 2:
-        raise ValueError(f"canvas must be (H, W), got shape {canvas.shape}")
-    if canvas.dtype == np.uint8:
-        return canvas
-    return np.round(np.clip(canvas.astype(np.float32), 0.0, 1.0) * 255.0).astype(np.uint8)
-
-
-def to_rgb_canvas(canvas, upscale: int = 4) -> np.ndarray:
-    """(H, W) uint8, or float in [0, 1] -> (3, H*upscale, W*upscale) uint8 grey, nearest neighbour."""
-    if upscale < 1:
-        raise ValueError(f"upscale must be >= 1, got {upscale}")
-    grey = _grey_uint8(canvas).repeat(upscale, 0).repeat(upscale, 1)
-    return np.ascontiguousarray(np.broadcast_to(grey, (3,) + grey.shape))
-
-
-def time_colours(steps: int) -> np.ndarray:
-    """(steps, 3) uint8: step t's colour, from the early end of the colormap to the late end."""
-    pos = np.linspace(0.0, 1.0, steps) if steps > 1 else np.zeros(max(steps, 0))
-    idx = pos * (len(_ANCHORS) - 1)
-    lo = np.minimum(np.floor(idx).astype(int), len(_ANCHORS) - 2)
-    frac = (idx - lo)[:, None]
-    return np.round(_ANCHORS[lo] * (1 - frac) + _ANCHORS[lo + 1] * frac).astype(np.uint8)
-
-
-def _span(a: int, b: int, n: int) -> slice | None:
-    """[a, b) clipped to [0, n), or None when nothing is left."""
-    a, b = max(a, 0), min(b, n)
-    return slice(a, b) if a < b else None
-
-
-def _paint(image: np.ndarray, rows: slice, cols: slice, colour, opacity: float = 1.0, mask=None) -> None:
-    region = image[:, rows, cols]
-    colour = np.asarray(colour, np.float32)[:, None]
-    if mask is None:
-        mask = np.ones(region.shape[1:], bool)
-    if opacity >= 1.0:
-        region[:, mask] = np.round(colour).astype(np.uint8)
-    else:
-        mixed = (1 - opacity) * region[:, mask].astype(np.float32) + opacity * colour
-        region[:, mask] = np.round(mixed).astype(np.uint8)
-
-
-def _outline(image: np.ndarray, left: int, top: int, right: int, bottom: int, colour,
-             thickness: int = 1, opacity: float = 1.0) -> None:
-    """Outline of the pixel rectangle [left, right) x [top, bottom), ``thickness`` pixels wide
-    on its inside, clipped to the image (the visible sides are still drawn)."""
-    _, h, w = image.shape
-    rows, cols = _span(top, bottom, h), _span(left, right, w)
-    if rows is None or cols is None:
-        return
-    yy = np.arange(rows.start, rows.stop)[:, None]
-    xx = np.arange(cols.start, cols.stop)[None, :]
-    t = max(1, min(thickness, (right - left + 1) // 2, (bottom - top + 1) // 2))
-    band = (yy < top + t) | (yy >= bottom - t) | (xx < left + t) | (xx >= right - t)
-    _paint(image, rows, cols, colour, opacity, band)
-
-
-def _segment(image: np.ndarray, start, end, colour_start, colour_end, thickness: int = 1) -> None:
-    """Straight segment between two points in image pixel coordinates (pixel i spans [i, i+1)),
-    its colour running from ``colour_start`` to ``colour_end``; 8-connected, vectorised."""
-    _, h, w = image.shape
-    (x0, y0), (x1, y1) = np.asarray(start, np.float64), np.asarray(end, np.float64)
-    ix0, iy0, ix1, iy1 = (int(np.floor(v)) for v in (x0, y0, x1, y1))
-    n = max(abs(ix1 - ix0), abs(iy1 - iy0)) + 1
-    s = np.linspace(0.0, 1.0, n)
-    xs = np.round(ix0 + s * (ix1 - ix0)).astype(int)
-    ys = np.round(iy0 + s * (iy1 - iy0)).astype(int)
-    colours = np.round(np.outer(1 - s, colour_start) + np.outer(s, colour_end)).astype(np.uint8)  # (n, 3)
-    offsets = range(-(thickness // 2), thickness - thickness // 2)
-    for dy in offsets:
-        for dx in offsets:
-            x, y = xs + dx, ys + dy
-            keep = (x >= 0) & (x < w) & (y >= 0) & (y < h)
-            image[:, y[keep], x[keep]] = colours[keep].T
-
-
-def _marker(image: np.ndarray, centre, size: int, colour, shape: str = "square", halo: int = 0) -> None:
-    """Filled square or diamond ``size`` pixels wide centred on ``centre`` (image pixel
-    coordinates), with an optional dark halo ``halo`` pixels wide around it."""
-    _, h, w = image.shape
-    side = size + 2 * halo
-    x0 = int(np.floor(centre[0] - side / 2 + 0.5))
-    y0 = int(np.floor(centre[1] - side / 2 + 0.5))
-    rows, cols = _span(y0, y0 + side, h), _span(x0, x0 + side, w)
-    if rows is None or cols is None:
-        return
-    # distances from the marker's centre, in pixels, for the visible part of its bounding square
-    dy = np.arange(rows.start, rows.stop)[:, None] + 0.5 - (y0 + side / 2)
-    dx = np.arange(cols.start, cols.stop)[None, :] + 0.5 - (x0 + side / 2)
-    if shape == "square":
-        dist, reach = np.maximum(np.abs(dx), np.abs(dy)), side / 2
-    elif shape == "diamond":
-        dist, reach = np.abs(dx) + np.abs(dy), side / 2 + 0.5
-    else:
-        raise ValueError(f"unknown marker shape {shape!r}")
-    if halo:
-        _paint(image, rows, cols, HALO, 1.0, dist <= reach)
-    _paint(image, rows, cols, colour, 1.0, dist <= reach - halo)
-
-
-def _label(image: np.ndarray, text: str, corner, colour, scale: int) -> None:
-    """``text`` (digits) in the 3x5 font scaled by ``scale``, on a dark plate whose top-left
-    corner is ``corner``; clipped to the image."""
-    _, h, w = image.shape
-    glyphs = np.concatenate([np.pad(_GLYPHS[c], ((0, 0), (0, 1))) for c in text], axis=1)[:, :-1]
-    glyphs = np.pad(glyphs.repeat(scale, 0).repeat(scale, 1), 1, constant_values=False)
-    x0, y0 = int(corner[0]), int(corner[1])
-    gh, gw = glyphs.shape
-    rows, cols = _span(y0, y0 + gh, h), _span(x0, x0 + gw, w)
-    if rows is None or cols is None:
-        return
-    visible = glyphs[rows.start - y0:rows.stop - y0, cols.start - x0:cols.stop - x0]
-    _paint(image, rows, cols, HALO, 0.8)
-    _paint(image, rows, cols, colour, 1.0, visible)
-
-
-# ----------------------------------------------------------------------------- attention paths
-
-def _unit_to_canvas_px(locations, height: int, width: int) -> np.ndarray:
-    """(T, 2) unit (x, y) -> (T, 2) float64 continuous canvas pixel coordinates (x, y)."""
-    loc = torch.as_tensor(_np(locations), dtype=torch.float64).reshape(-1, 2)
-    return torch.stack([unit_to_pixels(loc[:, 0], width), unit_to_pixels(loc[:, 1], height)], 1).numpy()
-
-
-def _path_picture(canvas, centres_px: np.ndarray, boxes: list[list[tuple]], upscale: int,
-                  labels: bool | None) -> np.ndarray:
-    """The canvas with, for step t, the boxes ``boxes[t]`` = [(left, top, right, bottom, thickness,
-    opacity), ...] (image pixels, drawn in list order across all steps: coarse first, fine last),
-    then the path through ``centres_px`` (canvas pixels), the markers and the step numbers."""
-    image = to_rgb_canvas(canvas, upscale)
-    _, h, w = image.shape
-    steps = len(centres_px)
-    colours = time_colours(steps)
-    layers = max((len(b) for b in boxes), default=0)
-    for layer in range(layers):
-        for t in range(steps):
-            if layer < len(boxes[t]):
-                left, top, right, bottom, thickness, opacity = boxes[t][layer]
-                _outline(image, left, top, right, bottom, colours[t], thickness, opacity)
-
-    # path and markers in image pixels, kept inside the image so that edge locations stay visible
-    points = np.clip(centres_px * upscale, 0, [w - 1e-6, h - 1e-6])
-    line = max(1, upscale // 2)
-    halo = 1 if upscale >= 2 else 0
-    if halo:
-        for t in range(steps - 1):
-            _segment(image, points[t], points[t + 1], HALO, HALO, line + 2 * halo)
-    for t in range(steps - 1):
-        _segment(image, points[t], points[t + 1], colours[t], colours[t + 1], line)
-    dot = max(1, upscale // 2 + 1)
-    for t in range(1, steps - 1):
-        _marker(image, points[t], dot, colours[t], "square", halo)
-    big = max(3, 2 * upscale)
-    # the end markers are pulled inside the image so that a location on the border still shows them whole
-    inside = lambda p, size: np.clip(p, size / 2 + halo, [w - size / 2 - halo, h - size / 2 - halo])  # noqa: E731
-    if steps > 1:
-        _marker(image, inside(points[-1], big + 2), big + 2, colours[-1], "diamond", halo)
-    if steps:
-        _marker(image, inside(points[0], big), big, colours[0], "square", halo)
-
-    if labels is None:
-        labels = upscale >= 3
-    if labels:
-        scale = min(3, max(1, upscale // 2))
-        for t in range(steps):
-            text = str(t + 1)
-            tw, th = (4 * len(text) - 1) * scale + 2, 5 * scale + 2
-            gap = big // 2 + 2
-            x = points[t, 0] + gap if points[t, 0] + gap + tw <= w else points[t, 0] - gap - tw
-            y = points[t, 1] - gap - th if points[t, 1] - gap - th >= 0 else points[t, 1] + gap
-            _label(image, text, (np.floor(x), np.floor(y)), colours[t], scale)
-    return image
-
-
-def draw_glimpse_path(canvas, locations, glimpse_size: int, n_scales: int, upscale: int = 4,
-                      labels: bool | None = None) -> np.ndarray:
-    """RAM: where the glimpses were taken.
-
-    Args:
-        canvas: (H, W) uint8, or float in [0, 1].
-        locations: (T, 2) unit (x, y) in [-1, 1] (see glimpse.coords), in glimpse order.
-        glimpse_size: g; scale s of a glimpse is a ``g * 2**s`` pixel square.
-        n_scales: k.
-        upscale: nearest-neighbour magnification of the canvas.
-        labels: number each centre 1..T; default: when ``upscale >= 3``.
-    Returns:
-        (3, H*upscale, W*upscale) uint8: per glimpse, k nested boxes in the step's colour (the
-        finest bold, coarser ones thin and see-through) exactly over the pixels the retina read;
-        the path between consecutive centres; the first centre a filled square, the last a
-        filled diamond.
-    """
-    height, width = _grey_uint8(canvas).shape
-    centres = _unit_to_canvas_px(locations, height, width)
-    boxes = []
-    for cx, cy in centres:
-        per_step = []
-        for s in reversed(range(n_scales)):  # coarse first, so that finer boxes are drawn over them
-            size = glimpse_size * 2**s
-            left = int(patch_origin(torch.tensor(cx, dtype=torch.float64), size))
-            top = int(patch_origin(torch.tensor(cy, dtype=torch.float64), size))
-            fine = s == 0
-            per_step.append((left * upscale, top * upscale, (left + size) * upscale, (top + size) * upscale,
-                             max(1, upscale // 2) if fine else 1, 1.0 if fine else _COARSE_OPACITY))
-        boxes.append(per_step)
-    return _path_picture(canvas, centres, boxes, upscale, labels)
+from envs.render import (  # noqa: F401 - re-exported: the pictures' building blocks
+    PAD, _label, _np, draw_box_path, draw_glimpse_path, grid, side_by_side, stack_rows,
+    time_colours, to_rgb_canvas,
+)
 
 
 def draw_filterbank_path(canvas, centres, extents, upscale: int = 4, labels: bool | None = None) -> np.ndarray:
-    """DRAW: where the read filterbank was, step by step, drawn like :func:`draw_glimpse_path`.
+    """DRAW: where the read filterbank was, step by step: ``centres`` (T, 2) unit (x, y) of the
+    grid centres, ``extents`` (T,) grid widths in canvas pixels (N * stride). See :func:`draw_box_path`."""
+    extents = _np(extents).reshape(-1)
+    if len(extents) != len(_np(centres).reshape(-1, 2)):
+        raise ValueError(f"need one extent per centre, got {len(extents)} extents for {len(_np(centres)) } centres")
+    return draw_box_path(canvas, centres, extents[:, None], upscale, labels)
 
-    Args:
-        canvas: (H, W) uint8, or float in [0, 1].
-        centres: (T, 2) unit (x, y) of the grid centres.
-        extents: (T,) grid widths in canvas pixels (N * stride), not necessarily integers.
-        upscale, labels: as in :func:`draw_glimpse_path`.
-    Returns:
-        (3, H*upscale, W*upscale) uint8. The box spans [c - e/2, c + e/2) at the resolution of
-        the picture (the filterbank is continuous, so there is no retina rounding to follow).
-    """
-    height, width = _grey_uint8(canvas).shape
-    px = _unit_to_canvas_px(centres, height, width)
-    extents = _np(extents).astype(np.float64).reshape(-1)
-    if len(extents) != len(px):
-        raise ValueError(f"need one extent per centre, got {len(extents)} extents for {len(px)} centres")
-    boxes = []
-    for (cx, cy), e in zip(px, extents):
-        left, right = (int(np.floor((cx + d * e / 2) * upscale + 0.5)) for d in (-1, 1))
-        top, bottom = (int(np.floor((cy + d * e / 2) * upscale + 0.5)) for d in (-1, 1))
-        boxes.append([(left, top, max(right, left + 1), max(bottom, top + 1), max(1, upscale // 2), 1.0)])
-    return _path_picture(canvas, px, boxes, upscale, labels)
+
+def draw_attention(canvas, attention, label=None, prediction=None, upscale: int = 4) -> np.ndarray:
+    """One canvas and where a model looked on it: ``attention`` is one item of a batch's
+    :class:`glimpse.models.registry.Attention` (``centres`` (T, 2), ``boxes`` (T, S), ``maps``
+    (T, gh, gw), ``glimpses`` (T, k, g, g), each or None). Boxes and their path
+    (:func:`draw_box_path`), or one heat map per step (:func:`overlay_attention`), and what a
+    hard model's sensor returned beside it; above it all, the true ``label`` (white) and the
+    ``prediction`` (green when right, red when wrong), each a digit or a sequence of digits."""
+    if attention.maps is not None:
+        picture = overlay_attention(canvas, attention.maps, upscale)
+    else:
+        picture = draw_box_path(canvas, attention.centres, attention.boxes, upscale,
+                                snap_to_retina=attention.box_rule == "retina")
+        if attention.glimpses is not None:
+            picture = side_by_side([picture, glimpse_strip(attention.glimpses, height=picture.shape[1] // 2)])
+    if label is None and prediction is None:
+        return picture
+    return stack_rows([_caption(picture.shape[2], label, prediction), picture], pad=0)
+
+
+@torch.no_grad()
+def where_it_looks(family, model, task: dict, images: np.ndarray, labels: np.ndarray | None = None,
+                   draws: dict | None = None) -> list[np.ndarray]:
+    """One :func:`draw_attention` picture per canvas of (N, H, W) uint8 ``images``: ``family`` (a
+    registered :class:`glimpse.models.registry.Family`) runs ``model`` on them once, as
+    evaluation does (``draws``: its random choices, if any). TensorBoard and the report both
+    draw through here."""
+    look = family.run(model, images, task, draws=draws, record=True)
+    attention, predictions = look.attention.cpu(), look.logits.argmax(-1).cpu().numpy()
+    return [draw_attention(images[i], attention[i], None if labels is None else labels[i], predictions[i])
+            for i in range(len(images))]
+
+
+def _caption(width: int, label, prediction, scale: int = 2) -> np.ndarray:
+    """(3, 5 * scale + 4, width) uint8: the true label in white, the prediction in green or red."""
+    plate = np.empty((3, 5 * scale + 4, width), np.uint8)
+    plate[:] = PAD[:, None, None]
+    digits = lambda x: "".join(str(int(d)) for d in np.atleast_1d(_np(x)))  # noqa: E731
+    x = 2
+    if label is not None:
+        _label(plate, digits(label), (x, 1), (255, 255, 255), scale)
+        x += (4 * len(digits(label)) + 3) * scale
+    if prediction is not None:
+        right = label is not None and np.array_equal(np.atleast_1d(_np(label)), np.atleast_1d(_np(prediction)))
+        _label(plate, digits(prediction), (x, 1), (60, 220, 60) if right or label is None else (255, 60, 60), scale)
+    return plate
 
 
 # ----------------------------------------------------------------------------- glimpse contents
@@ -350,7 +134,7 @@ def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: fl
 
     Each map is upsampled (bilinear) to the picture, normalised to [0, 1] on its own, and blended
     as heat (black -> red -> yellow) over the grey canvas, ``opacity * m`` of heat where the
-    normalised map is m. Returns (3, H*upscale, T*W*upscale + (T-1)*sep) uint8: the T frames.
+    normalised map is m; at ``upscale >= 3`` each frame carries its step number. Returns (3, H*upscale, T*W*upscale + (T-1)*sep) uint8: the T frames.
     """
     base = to_rgb_canvas(canvas, upscale).astype(np.float32)
     _, h, w = base.shape
@@ -365,45 +149,10 @@ def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: fl
     m = np.where(flat, 0.0, (maps - lo) / np.where(flat, 1.0, spread)).astype(np.float32)
     weight = opacity * m[:, None]
     frames = np.round((1 - weight) * base[None] + weight * _heat(m)).astype(np.uint8)
+    if upscale >= 3:  # number the steps, in the colours of the box paths
+        colours = time_colours(len(frames))
+        for t, frame in enumerate(frames):
+            _label(frame, str(t + 1), (0, 0), colours[t], min(3, max(1, upscale // 2)))
     return side_by_side(list(frames), pad=sep)
 
 
-# ----------------------------------------------------------------------------- layout
-
-def side_by_side(images, pad: int = 2) -> np.ndarray:
-    """(3, h_i, w_i) uint8 images left to right, top-aligned, ``pad`` grey pixels between them."""
-    images = [_np(im) for im in images]
-    if not images:
-        raise ValueError("no images to lay out")
-    height = max(im.shape[1] for im in images)
-    width = sum(im.shape[2] for im in images) + pad * (len(images) - 1)
-    out = np.empty((3, height, width), np.uint8)
-    out[:] = PAD[:, None, None]
-    x = 0
-    for im in images:
-        out[:, :im.shape[1], x:x + im.shape[2]] = im
-        x += im.shape[2] + pad
-    return out
-
-
-def stack_rows(images, pad: int = 2) -> np.ndarray:
-    """(3, h_i, w_i) uint8 images top to bottom, left-aligned, ``pad`` grey pixels between them
-    (several validation examples in one TensorBoard image)."""
-    images = [_np(im) for im in images]
-    if not images:
-        raise ValueError("no images to lay out")
-    height = sum(im.shape[1] for im in images) + pad * (len(images) - 1)
-    width = max(im.shape[2] for im in images)
-    out = np.empty((3, height, width), np.uint8)
-    out[:] = PAD[:, None, None]
-    y = 0
-    for im in images:
-        out[:, y:y + im.shape[1], :im.shape[2]] = im
-        y += im.shape[1] + pad
-    return out
-
-
-def grid(images, columns: int = 4, pad: int = 4) -> np.ndarray:
-    """(3, h, w) images laid out ``columns`` per row, row by row."""
-    rows = [side_by_side(images[i:i + columns], pad) for i in range(0, len(images), columns)]
-    return stack_rows(rows, pad)

@@ -15,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from glimpse.evaluation import evaluate_checkpoint  # noqa: E402
+from glimpse.models import get_family  # noqa: E402
 
 REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
     "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 1.3"),
@@ -26,6 +27,7 @@ REFERENCE = {  # (published, target) test error in %, from shared/reference and 
     "sat-cluttered100": ("-", "<= 3"),
     "ram-multi100": ("-", "-"),
     "sat-multi100": ("-", "-"),  # two digits, both must be right: no published number
+    "stn-cluttered60": ("1.7 (ST-CNN, its own cluttered MNIST)", "<= 2"),
 }
 DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every", "image_every", "checkpoint_every",
             "val_every", "eval_batch_size", "max_steps"}
@@ -33,16 +35,13 @@ DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every",
 
 def command(config: dict) -> str:
     """The train.py options that differ from the preset defaults, in the order of the config."""
-    from glimpse.training.config import TrainConfig, resolve_config
+    from glimpse.training.config import TrainConfig, family_options, resolve_config
 
-    config = TrainConfig(**config).to_dict()  # today's option names for a run saved under older ones
+    config = TrainConfig.from_dict(config).to_dict()  # today's option names for a run saved under older ones
     chosen = ("mode", "soft_arch", "full_arch", "preset")
     base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
-    parts = [f"--mode {config['mode']}"]
-    if config["mode"] == "soft":
-        parts.append(f"--soft-arch {config['soft_arch']}")
-    if config["mode"] == "full":
-        parts.append(f"--full-arch {config['full_arch']}")
+    selected = family_options(TrainConfig.from_dict(config).family)
+    parts = [f"--{name.replace('_', '-')} {value}" for name, value in selected.items()]
     parts.append(f"--preset {config['preset']}")
     for key, value in config.items():
         if key in DEFAULTS or key in chosen or base.get(key) == value:
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         published, target = REFERENCE.get(path.stem, ("-", "-"))
         minutes = (result["train_seconds"] or 0) / 60
         averaged = "-"
-        if result["kind"] == "ram" and args.samples:
+        if get_family(result["kind"]).mode == "hard" and args.samples:
             sampled = evaluate_checkpoint(path, data_dir=args.data_dir, samples=args.samples, progress=False)
             averaged = f"{100 * sampled['error']:.2f}"
         rows.append(f"| `{path.name}` | {100 * result['error']:.2f} | {averaged} | {target} | {published} | "

@@ -21,10 +21,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from glimpse.cli import fail  # noqa: E402
-from glimpse.data import DataError, load_mnist  # noqa: E402
+from envs.data import DataError, load_mnist  # noqa: E402
 from glimpse.measure import soft_minibatch  # noqa: E402
 from glimpse.state_gradients import state_gradient_norms  # noqa: E402
-from glimpse.training.checkpoint import CheckpointError, load_model  # noqa: E402
+from glimpse.checkpoint import CheckpointError, load_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

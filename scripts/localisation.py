@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from glimpse.cli import fail  # noqa: E402
-from glimpse.data import DataError  # noqa: E402
+from envs.data import DataError  # noqa: E402
 from glimpse.localisation import DEFAULT_RADIUS, localise_checkpoint  # noqa: E402
-from glimpse.training.checkpoint import CheckpointError  # noqa: E402
+from glimpse.checkpoint import CheckpointError  # noqa: E402
 
 
 def percent(value) -> str:

@@ -1,4 +1,4 @@
-"""Build glimpse/assets/mnist_subset.npz, the small real-MNIST fallback shipped in the repo.
+"""Build envs/assets/mnist_subset.npz, the small real-MNIST fallback shipped in the repo.
 
 Deterministic, no randomness: the first PER_CLASS_TRAIN training digits and the first
 PER_CLASS_TEST test digits of each class, in file order, from the official MNIST files.
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from glimpse.data import BUNDLED_SUBSET, _read_torchvision  # noqa: E402
+from envs.data import BUNDLED_SUBSET, _read_torchvision  # noqa: E402
 
 PER_CLASS_TRAIN = 1000
 PER_CLASS_TEST = 200

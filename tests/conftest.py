@@ -14,6 +14,6 @@ torch.set_num_threads(1)  # small tensors: threads only add noise on 2 cores
 
 @pytest.fixture
 def bundled():
-    from glimpse.data import load_bundled_subset
+    from envs.data import load_bundled_subset
 
     return load_bundled_subset()

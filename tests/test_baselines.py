@@ -4,11 +4,11 @@ import pytest
 import torch
 
 import train
-from glimpse.canvas import fixed_canvas_set
-from glimpse.inference import ram_episodes
+from envs.canvas import fixed_canvas_set
+from glimpse.models.ram.rollout import ram_episodes
 from glimpse.measure import flops_per_image, pixels_read
 from glimpse.models import build_model
-from glimpse.training.checkpoint import load_checkpoint
+from glimpse.checkpoint import load_checkpoint
 
 FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0"]
 TASK = dict(canvas_size=60, n_clutter=4, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6,

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from glimpse.canvas import CLUTTER_SIZE, DIGIT_SIZE, fixed_canvas_set, make_canvases
+from envs.canvas import CLUTTER_SIZE, DIGIT_SIZE, fixed_canvas_set, make_canvases
 
 
 def test_digit_fully_inside_and_added_with_clipping(bundled):

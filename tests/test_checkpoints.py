@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from glimpse.canvas import fixed_canvas_set
+from envs.canvas import fixed_canvas_set
 from glimpse.inference import predict_probabilities, read_right
-from glimpse.training.checkpoint import load_model
+from glimpse.checkpoint import load_model
 
 SHIPPED = sorted((Path(__file__).resolve().parents[1] / "checkpoints").glob("*.pt"))
 

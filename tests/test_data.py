@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-import glimpse.data as data
-from glimpse.data import BUNDLED_SUBSET, DataError, load_bundled_subset, load_mnist
+import envs.data as data
+from envs.data import BUNDLED_SUBSET, DataError, load_bundled_subset, load_mnist
 
 
 def test_bundled_subset_is_small_real_mnist_with_all_classes():

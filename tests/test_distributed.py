@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 import train
-from glimpse.training.checkpoint import load_checkpoint
+from glimpse.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--data-dir", "bundled", "--threads", "1", "--device", "cpu", "--eval-batch-size", "1000",

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from glimpse.coords import pixels_to_unit
+from envs.coords import pixels_to_unit
 from glimpse.models.filterbank import FilterbankParams, attention_params, filterbank_matrices, read
 
 
@@ -32,41 +32,6 @@ def test_params_follow_the_paper_and_coords_convention():
     torch.testing.assert_close(params.gamma, torch.tensor([3.0, 1.0]))
     with pytest.raises(ValueError, match=r"\(B, 5\)"):
         attention_params(torch.zeros(2, 4), 40, 60, 12)
-
-
-def test_sigma_in_stride_units_scales_with_the_stride():
-    raw = torch.stack([raw_params(0.0, 0.0, 0.25, 1.0)[0], raw_params(0.3, -0.2, 0.25, 0.2)[0]])
-    pixels, strides = attention_params(raw, 60, 60, 12), attention_params(raw, 60, 60, 12, sigma_units="stride")
-    torch.testing.assert_close(strides.stride, pixels.stride)
-    torch.testing.assert_close(pixels.sigma2, torch.tensor([0.25, 0.25]))
-    torch.testing.assert_close(strides.sigma2, 0.25 * strides.stride ** 2)  # sigma = stride / 2 at any zoom
-    raw.requires_grad_(True)
-    attention_params(raw, 60, 60, 12, sigma_units="stride").sigma2.sum().backward()
-    assert (raw.grad[:, 3] != 0).all()  # zooming changes sigma too
-    with pytest.raises(ValueError, match="sigma_units"):
-        attention_params(raw, 60, 60, 12, sigma_units="metres")
-
-
-def test_sigma_floor_is_smooth_and_bounds_the_centre_gradient():
-    # a filter far narrower than a pixel: the read snaps between pixels and its gradient explodes
-    raw = torch.stack([raw_params(0.013, 0.0, 1e-3, 0.2)[0]]).requires_grad_(True)
-    image = torch.rand(1, 60, 60, generator=torch.Generator().manual_seed(0))
-
-    def centre_gradient(min_sigma):
-        raw.grad = None
-        params = attention_params(raw, 60, 60, 12, min_sigma=min_sigma)
-        f_x, f_y = filterbank_matrices(params, 60, 60, 12)
-        read(image, f_x, f_y, params.gamma).sum().backward()
-        return params, raw.grad[0, 0].abs().item()
-
-    floored, with_floor = centre_gradient(0.5)
-    torch.testing.assert_close(floored.sigma2, torch.tensor([0.25 + 1e-3]))  # floor^2 + exp(raw)
-    _, without_floor = centre_gradient(0.0)
-    assert 0 < with_floor < without_floor / 10
-    attention_params(raw, 60, 60, 12, min_sigma=0.5).sigma2.sum().backward()
-    assert raw.grad[0, 2] != 0  # the learned part still gets a gradient above the floor
-    with pytest.raises(ValueError, match="min_sigma"):
-        attention_params(raw, 60, 60, 12, min_sigma=-1.0)
 
 
 def test_stride_floor_follows_the_zoom():

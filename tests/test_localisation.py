@@ -8,11 +8,10 @@ import pytest
 import torch
 
 import train
-from glimpse.canvas import fixed_canvas_set
+from envs.canvas import fixed_canvas_set
 from glimpse.localisation import attention_centres, localisation_summary
 from glimpse.models import build_model
 from glimpse.training.config import resolve_config
-from glimpse.training.learner import task_of
 
 SCRIPT = importlib.util.spec_from_file_location(
     "localisation_script", Path(__file__).resolve().parents[1] / "scripts" / "localisation.py")
@@ -36,7 +35,7 @@ def test_summary_by_hand():
 @pytest.mark.parametrize("kind", ["ram", "draw", "sat"])
 def test_centres_are_in_pixels_one_per_step(kind, bundled):
     config = resolve_config({"mode": "hard"} if kind == "ram" else {"mode": "soft", "soft_arch": kind})
-    task = task_of(config)
+    task = config.task()
     canvases = fixed_canvas_set(bundled.test.images[:9], bundled.test.labels[:9], 60, 4, False, seed=0)
     torch.manual_seed(0)
     model_config = dict(canvas_size=60, n_glimpses=config.n_glimpses) if kind != "ram" else dict(n_glimpses=6)

@@ -144,7 +144,7 @@ def test_ram_and_draw_attention_gradient_variance_can_be_measured(bundled):
     torch.testing.assert_close(ram_attention_gradient(ram, env, 3), ram_attention_gradient(ram, env, 3))
 
     draw = build_model("draw", {})
-    draw_stats = gradient_statistics(soft_gradient_fn(draw, CLUTTERED60, bundled.train, 16), 5)
-    assert draw_stats.mean.shape == (sum(p.numel() for p in attention_parameters(draw).values()),)
+    draw_stats = gradient_statistics(soft_gradient_fn(draw, "draw", CLUTTERED60, bundled.train, 16), 5)
+    assert draw_stats.mean.shape == (sum(p.numel() for p in attention_parameters(draw, "draw").values()),)
     assert math.isfinite(draw_stats.total_variance) and draw_stats.total_variance > 0
     assert all(p.grad is None for p in draw.parameters())

@@ -7,10 +7,10 @@ import torch
 
 import evaluate
 import train
-from glimpse.canvas import DIGIT_SIZE, fixed_canvas_set, make_canvases
+from envs.canvas import DIGIT_SIZE, fixed_canvas_set, make_canvases
 from glimpse.localisation import localise_checkpoint
 from glimpse.models.sat import SATClassifier, SATConfig
-from glimpse.training.checkpoint import load_checkpoint
+from glimpse.checkpoint import load_checkpoint
 from glimpse.training.config import resolve_config
 
 
@@ -106,7 +106,7 @@ def test_preset_and_the_errors_of_n_digits():
 
 def test_train_py_exits_2_for_n_digits_with_a_single_digit_model(capsys):
     assert train.main(["--mode", "soft", "--soft-arch", "draw", "--n-digits", "2", "--data-dir", "bundled"]) == 2
-    assert "only RAM (--mode hard) and Show-Attend-Tell" in capsys.readouterr().err
+    assert "draw classifies one digit per canvas; the families that read several are ram, sat" in capsys.readouterr().err
 
 
 def test_ram_reads_one_digit_per_block_and_is_rewarded_for_the_whole_sequence(bundled):
@@ -114,7 +114,7 @@ def test_ram_reads_one_digit_per_block_and_is_rewarded_for_the_whole_sequence(bu
 
     from glimpse.losses import hybrid_loss
     from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
-    from glimpse.rollout import run_episodes
+    from glimpse.models.ram.rollout import run_episodes
 
     torch.manual_seed(0)
     model = RecurrentAttentionModel(RAMConfig(glimpse_size=12, n_scales=3, n_glimpses=3, hidden_size=32))
@@ -173,7 +173,7 @@ def test_sat_learns_to_read_two_digits_and_evaluate_reports_both_accuracies(tmp_
     assert result["digit_accuracy"] > 0.3 and result["digit_accuracy"] > result["accuracy"]
 
     # --images takes (N, 2) labels in reading order; (N,) labels are refused with exit 2
-    from glimpse.data import load_bundled_subset
+    from envs.data import load_bundled_subset
 
     canvases = fixed_canvas_set(*(lambda d: (d.images[:100], d.labels[:100]))(load_bundled_subset().test),
                                 56, 0, False, seed=5, n_digits=2)

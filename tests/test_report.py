@@ -6,9 +6,11 @@ from PIL import Image
 
 import report
 from glimpse.report.document import HEADLINE_END, HEADLINE_START, update_readme
-from glimpse.report.experiments import DRAW, FC, RAM
+from glimpse.report.experiments import by_name
+
+RAM, DRAW, FC = by_name("ram"), by_name("draw"), by_name("fc")
 from glimpse.report.measurements import SeedRuns, time_to_threshold
-from glimpse.training.checkpoint import load_checkpoint
+from glimpse.checkpoint import load_checkpoint
 
 TINY = ["--max-steps", "2", "--data-dir", "bundled", "--grad-batches", "2", "--speed-steps", "1", "--jobs", "2",
         "--threads", "1"]

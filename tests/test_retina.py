@@ -3,8 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from glimpse.coords import pixels_to_unit
-from glimpse.retina import extract_glimpses, integral_images
+from envs.coords import pixels_to_unit
+from envs.retina import extract_glimpses, integral_images
 
 
 def test_known_pixel_lands_where_it_should_at_every_scale():

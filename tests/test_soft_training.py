@@ -5,7 +5,7 @@ import pytest
 
 import evaluate
 import train
-from glimpse.training.checkpoint import load_checkpoint
+from glimpse.checkpoint import load_checkpoint
 
 FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0"]
 
@@ -13,6 +13,7 @@ FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", 
 @pytest.mark.parametrize("arch,extra,floor", [
     ("draw", ["--preset", "mnist28", "--epochs", "3", "--batch-size", "64", "--lr", "3e-3"], 0.6),
     ("sat", ["--preset", "mnist28", "--epochs", "2", "--batch-size", "64", "--lr", "3e-3"], 0.5),
+    ("stn", ["--preset", "translated60", "--epochs", "2", "--batch-size", "64", "--lr", "3e-3"], 0.5),
 ])
 def test_soft_attention_learns_well_above_chance(arch, extra, floor, tmp_path, capsys):
     argv = [*FAST, "--mode", "soft", "--soft-arch", arch, "--run-dir", str(tmp_path), "--run-name", arch, *extra]

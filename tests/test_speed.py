@@ -6,7 +6,7 @@ import torch
 
 from glimpse.speed import TRAINING_PHASES, training_speed
 from glimpse.training.config import resolve_config
-from glimpse.training.learner import make_learner
+from glimpse.training.loop import make_learner
 
 ROOT = Path(__file__).resolve().parents[1]
 

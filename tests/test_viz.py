@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from glimpse.coords import pixels_to_unit
-from glimpse.retina import extract_glimpses, integral_images
+from envs.coords import pixels_to_unit
+from envs.retina import extract_glimpses, integral_images
 from glimpse.viz import (
     PAD,
     draw_filterbank_path,
@@ -179,3 +179,21 @@ def test_stack_rows_and_side_by_side_layout():
     out = side_by_side([a, b], pad=1)
     assert out.shape == (3, 5, 10)
     assert (out[:, 4, :6] == PAD[:, None]).all() and (out[:, :, 7:] == 100).all()
+
+
+def test_draw_attention_titles_the_picture_with_the_true_and_predicted_label():
+    from glimpse.models import Attention
+    from glimpse.viz import draw_attention
+
+    canvas = np.zeros((20, 20), np.uint8)
+    boxes = Attention(centres=torch.zeros(2, 2), boxes=torch.full((2, 1), 8.0))
+    plain = draw_attention(canvas, boxes)
+    right, wrong = draw_attention(canvas, boxes, 3, 3), draw_attention(canvas, boxes, 3, 5)
+    caption = right.shape[1] - plain.shape[1]
+    assert caption > 0 and right.shape[2] == plain.shape[2]
+    np.testing.assert_array_equal(right[:, caption:], plain)  # the caption sits above the same picture
+    green = (right[:, :caption] == np.array([60, 220, 60], np.uint8)[:, None, None]).all(0).sum()
+    red = (wrong[:, :caption] == np.array([255, 60, 60], np.uint8)[:, None, None]).all(0).sum()
+    assert green > 0 and red > 0
+    maps = Attention(centres=torch.zeros(3, 2), maps=torch.rand(3, 4, 4))
+    assert draw_attention(canvas, maps).shape == (3, 80, 3 * 80 + 2 * 2)  # one frame per step

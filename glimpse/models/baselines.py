@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from glimpse.models.registry import Family, register
+
 
 @dataclass
 class FCConfig:
@@ -69,3 +71,33 @@ class ConvNet(nn.Module):
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"logits": self.net(images)}
+
+
+@register
+class FCFamily(Family):
+    name = "fc"
+    title = "fully connected net"
+    mode = "full"
+    Config = FCConfig
+    Model = FullyConnectedNet
+    options = ("hidden_size",)
+    paper_error = "11.96"
+    report_epochs = 30
+
+    def model_config(self, config) -> dict:
+        return FCConfig(canvas_size=config.canvas_size, hidden_size=config.hidden_size).to_dict()
+
+
+@register
+class ConvFamily(Family):
+    name = "cnn"
+    title = "full-image CNN"
+    mode = "full"
+    Config = ConvConfig
+    Model = ConvNet
+    options = ("hidden_size",)
+    paper_error = "8.09"
+    report_epochs = 20
+
+    def model_config(self, config) -> dict:
+        return ConvConfig(canvas_size=config.canvas_size, hidden_size=config.hidden_size).to_dict()

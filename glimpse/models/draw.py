@@ -13,41 +13,34 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from glimpse.models.filterbank import SIGMA_UNITS, attention_params, filterbank_matrices, read
+from glimpse.models.filterbank import attention_params, filterbank_matrices, read
 from glimpse.models.gradients import scale_gradient
+from glimpse.models.registry import Attention, Family, register
 
 
 @dataclass
 class DRAWConfig:
     """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T;
-    sigma_units: "pixels" (the paper) or "stride"; min_sigma: a smooth floor on sigma in pixels, 0 in
-    the paper; min_sigma_strides: a floor in strides, which follows the zoom, 0 in the paper (see
-    filterbank.attention_params); attention_into_core: the share of the attention parameters'
-    gradient let back into the LSTM state, 1 in the paper (see DRAWClassifier)."""
+    min_sigma_strides: a floor on the filters' width in strides, which follows the zoom, 0 in the
+    paper (see filterbank.attention_params); attention_into_core: the share of the attention
+    parameters' gradient let back into the LSTM state, 1 in the paper (see DRAWClassifier).
+    ``REMOVED``: options of earlier versions, and the value at which an old checkpoint still loads."""
+
+    REMOVED = {"sigma_units": "pixels", "min_sigma": 0.0}
 
     canvas_size: int = 60
     read_size: int = 12
     n_glimpses: int = 8
     hidden_size: int = 256
     n_classes: int = 10
-    sigma_units: str = "pixels"
-    min_sigma: float = 0.0
     min_sigma_strides: float = 0.0
     attention_into_core: float = 1.0
 
     def __post_init__(self):
-        if self.sigma_units not in SIGMA_UNITS:
-            raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {self.sigma_units!r}")
         if not 0 <= self.attention_into_core <= 1:
             raise ValueError(f"attention_into_core must be in [0, 1], got {self.attention_into_core}")
         if not 0 <= self.min_sigma_strides < 0.5:
             raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {self.min_sigma_strides}")
-        # the first read's filters are half a stride wide: the floors must leave room below that
-        stride = (self.canvas_size - 1) / max(self.read_size - 1, 1)
-        room = ((stride / 2) ** 2 - (self.min_sigma_strides * stride) ** 2) ** 0.5
-        if not 0 <= self.min_sigma < room:
-            raise ValueError(f"min_sigma must be in [0, {room:.2f}) pixels (half the first read's stride, "
-                             f"less the stride floor), got {self.min_sigma}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,10 +70,7 @@ class DRAWClassifier(nn.Module):
         # (delta~ = 1), sigma = half the stride so neighbouring filters overlap without blurring
         # the whole canvas, gamma = 1. Small weights keep the first moves near that read.
         stride = (size - 1) / max(n - 1, 1)
-        floor2 = config.min_sigma ** 2 + (config.min_sigma_strides * stride) ** 2
-        initial_sigma2 = (stride / 2) ** 2 - floor2  # the part above the floors
-        if config.sigma_units == "stride":
-            initial_sigma2 /= stride ** 2
+        initial_sigma2 = (stride / 2) ** 2 - (config.min_sigma_strides * stride) ** 2  # the part above the floor
         with torch.no_grad():
             self.attention.weight.mul_(0.1)
             self.attention.bias.copy_(torch.tensor([0.0, 0.0, math.log(initial_sigma2), 0.0, 0.0]))
@@ -97,8 +87,7 @@ class DRAWClassifier(nn.Module):
         records = {"centre": [], "stride": [], "sigma2": [], "gamma": [], "reads": []}
         for _ in range(self.config.n_glimpses):
             raw = self.attention(scale_gradient(h, self.config.attention_into_core))
-            params = attention_params(raw, size, size, self.config.read_size, self.config.sigma_units,
-                                      self.config.min_sigma, self.config.min_sigma_strides)
+            params = attention_params(raw, size, size, self.config.read_size, self.config.min_sigma_strides)
             f_x, f_y = filterbank_matrices(params, size, size, self.config.read_size)
             patch = read(canvas, f_x, f_y, params.gamma)
             h, c = self.cell(patch.flatten(1), (h, c))  # input: the patch; recurrence: h_{t-1}
@@ -108,3 +97,41 @@ class DRAWClassifier(nn.Module):
         out = {key: torch.stack(values, 1) for key, values in records.items()}
         out["logits"] = self.classifier(h)
         return out
+
+
+@register
+class DRAWFamily(Family):
+    name = "draw"
+    title = "DRAW read (soft)"
+    mode = "soft"
+    Config = DRAWConfig
+    Model = DRAWClassifier
+    options = ("n_glimpses", "hidden_size", "read_size", "draw_min_sigma_strides", "attention_into_core")
+    report_epochs = 6
+    report_sweep = True
+
+    def model_config(self, config) -> dict:
+        return DRAWConfig(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
+                          hidden_size=config.hidden_size, min_sigma_strides=config.draw_min_sigma_strides,
+                          attention_into_core=config.attention_into_core).to_dict()
+
+    def attention(self, outputs: dict, task: dict) -> Attention:
+        """Each read's grid centre, and its width N * stride in pixels."""
+        read_size = outputs["reads"].shape[-1]
+        return Attention(outputs["centre"], (outputs["stride"] * read_size)[..., None])
+
+    def training_terms(self, look, config):
+        return None, {"charts/filterbank_stride": look.outputs["stride"].detach().mean()}
+
+    def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
+        """Every Gaussian filter has weight on every pixel, so each of the T reads touches the whole
+        canvas; the LSTM receives T * N * N filterbank outputs."""
+        config = self.config(model_config)
+        area = int(task["canvas_size"]) ** 2
+        if config.canvas_size != int(task["canvas_size"]):
+            raise ValueError(f"model_config canvas_size={config.canvas_size} but task canvas_size={task['canvas_size']}")
+        return {"sensor_values": config.n_glimpses * config.read_size ** 2,
+                "canvas_pixels_touched": config.n_glimpses * area, "input_pixels": area}
+
+    def attention_module(self, model: nn.Module) -> nn.Module:
+        return model.attention

@@ -4,7 +4,7 @@ An N x N grid of isotropic 2-D Gaussian filters, placed by its centre (gX, gY) a
 delta, with variance sigma^2, reads ``gamma * F_Y x F_X^T``: an N x N patch, differentiable in
 every attention parameter.
 
-Pixel convention (glimpse/coords.py): pixel ``a`` (0-indexed) covers [a, a + 1] and filters are
+Pixel convention (envs/coords.py): pixel ``a`` (0-indexed) covers [a, a + 1] and filters are
 evaluated at its centre a + 0.5; unit coordinate -1 is the left/top edge (0), +1 the right/bottom
 edge (W or H). See :func:`attention_params` for how this adapts the paper's 1-indexed mapping.
 """
@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from glimpse.coords import unit_to_pixels
+from envs.coords import unit_to_pixels
 
 # Z underflows to 0 when a filter lies off the canvas (or sigma is tiny); public DRAW code divides
 # by it and gets NaN. Off-canvas rows become ~0 instead.
@@ -36,23 +36,13 @@ class FilterbankParams(NamedTuple):
     gamma: torch.Tensor
 
 
-SIGMA_UNITS = ("pixels", "stride")
 
 
 def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
-                     sigma_units: str = "pixels", min_sigma: float = 0.0,
                      min_sigma_strides: float = 0.0) -> FilterbankParams:
     """raw (B, 5) = (g~X, g~Y, log sigma^2, log delta~, log gamma), e.g. a linear map of a state.
 
-    ``sigma_units``: "pixels" is the paper's sigma^2 = exp(raw); "stride" measures sigma in
-    strides, sigma^2 = delta^2 exp(raw), so a zoom keeps the filters' overlap unless the model
-    changes it too (in pixels, a zoomed-in grid of near-point filters reads an aliased patch).
-
-    ``min_sigma`` (pixels) is a smooth floor, sigma^2 = min_sigma^2 + (the above): 0 is the paper.
-    Below about half a pixel a filter reads a single pixel and the read snaps from pixel to pixel
-    as the centre moves, so its gradient grows as 1 / sigma^2 (times the canvas half-width, the
-    centre's scale) while the read itself gains nothing; 0.5 px is roughly bilinear sampling.
-
+    sigma^2 = exp(raw) in pixels^2, as in the paper, plus a floor:
     ``min_sigma_strides`` is a floor that follows the zoom: sigma^2 also gets (k * delta)^2, so
     the filters never get narrower than k strides. Below about half a stride the grid point-samples
     the image and misses what lies between its filters (aliasing): a thin stroke can slip between
@@ -70,18 +60,13 @@ def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
     """
     if raw.dim() != 2 or raw.shape[-1] != 5:
         raise ValueError(f"raw attention parameters must be (B, 5), got {tuple(raw.shape)}")
-    if sigma_units not in SIGMA_UNITS:
-        raise ValueError(f"sigma_units must be one of {SIGMA_UNITS}, got {sigma_units!r}")
-    if min_sigma < 0:
-        raise ValueError(f"min_sigma must be >= 0 pixels, got {min_sigma}")
     if not 0 <= min_sigma_strides < 0.5:
         raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {min_sigma_strides}")
     gx, gy, log_sigma2, log_delta, log_gamma = raw.unbind(-1)
     centre = torch.stack([gx, gy], -1)
     centre_px = torch.stack([unit_to_pixels(gx, width), unit_to_pixels(gy, height)], -1)
     stride = (max(height, width) - 1) / max(read_size - 1, 1) * torch.exp(log_delta)
-    sigma2 = (torch.exp(log_sigma2) * (stride ** 2 if sigma_units == "stride" else 1.0) + min_sigma ** 2
-              + (min_sigma_strides * stride) ** 2)
+    sigma2 = torch.exp(log_sigma2) + (min_sigma_strides * stride) ** 2
     return FilterbankParams(centre, centre_px, stride, sigma2, torch.exp(log_gamma))
 
 

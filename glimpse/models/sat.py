@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from glimpse.models.attention_decoder import AttentionDecoder
+from glimpse.models.registry import Attention, Family, register
 from glimpse.models.sat_encoder import ConvEncoder
 
 
@@ -95,3 +96,39 @@ def doubly_stochastic_penalty(alpha: torch.Tensor) -> torch.Tensor:
     """
     coverage = alpha.sum(1)  # (B, gh, gw): attention each cell got over all steps
     return ((1.0 - coverage) ** 2).flatten(1).sum(1).mean()
+
+
+@register
+class SATFamily(Family):
+    name = "sat"
+    title = "Show-Attend-Tell (soft)"
+    mode = "soft"
+    Config = SATConfig
+    Model = SATClassifier
+    reads_several_digits = True
+    # fewer decoder steps than RAM's glimpses: each step attends over every cell
+    task_overrides = {"cluttered60": dict(n_glimpses=4), "cluttered100": dict(n_glimpses=4),
+                      "multi100": dict(n_glimpses=4)}
+    options = ("n_glimpses", "hidden_size", "attention_weight")
+    report_epochs = 3
+
+    def model_config(self, config) -> dict:
+        return SATConfig(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses, hidden_size=config.hidden_size,
+                         n_digits=config.n_digits).to_dict()
+
+    def attention(self, outputs: dict, task: dict) -> Attention:
+        """Each step's map over the encoder's cells, and its centre: the attention-weighted mean
+        of the cells' receptive-field centres (in unit coordinates)."""
+        alpha = outputs["alpha"]  # (B, T, gh, gw)
+        size = task["canvas_size"]
+        cell_y, cell_x = (ConvEncoder.cell_centres(n).to(alpha) * (2.0 / size) - 1.0 for n in alpha.shape[-2:])
+        centres = torch.stack([(alpha.sum(-2) * cell_x).sum(-1), (alpha.sum(-1) * cell_y).sum(-1)], -1)
+        return Attention(centres, maps=alpha)
+
+    def training_terms(self, look, config):
+        """Xu et al.'s doubly stochastic regulariser, weighted by --attention-weight (0: off)."""
+        penalty = doubly_stochastic_penalty(look.outputs["alpha"])
+        return config.attention_weight * penalty, {"losses/attention_regulariser": penalty.detach()}
+
+    def attention_module(self, model: nn.Module) -> nn.Module:
+        return model.decoder.attention

@@ -1,7 +1,8 @@
 """Assemble ``compare.md`` and its figures from finished runs.
 
 Everything in the report is computed here from the runs' checkpoints and from measurements
-taken while the report is built; nothing is typed in, except the papers' numbers (PAPER).
+taken while the report is built; nothing is typed in, except the papers' numbers (each family's
+``paper_error``, PAPER_SWEEP).
 """
 from __future__ import annotations
 
@@ -14,24 +15,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from glimpse.canvas import fixed_canvas_set
+from envs.canvas import fixed_canvas_set
 from glimpse.cli import markdown_table
-from glimpse.data import load_mnist
+from envs.data import load_mnist
 from glimpse.evaluation import TEST_SEED, fixed_set
 from glimpse.measure import flops_per_image, pixels_read
-from glimpse.models import build_model
-from glimpse.models.ram import RAMConfig
+from glimpse.models import get_family, list_families
 from glimpse.report import figures
-from glimpse.report.experiments import GLIMPSE_COUNTS, MODELS, SWEPT, TASK_PRESET, Experiment, sweep
+from glimpse.report.experiments import FAMILIES, GLIMPSE_COUNTS, MODELS, SWEPT, TASK_PRESET, Experiment, sweep
 from glimpse.report.measurements import (
     THRESHOLDS, SeedRuns, attention_gradient_spread, collect, cost_per_image, throughput, time_to_threshold,
 )
-from glimpse.training.config import resolve_config
-from glimpse.training.learner import task_of
-from glimpse.training.soft import soft_model_config
+from glimpse.training.config import family_options, resolve_config
+from glimpse.viz import where_it_looks
 
-# Test error % on 60x60 cluttered MNIST from ../shared/reference/published-results.md (RAM, NIPS 2014).
-PAPER = {"ram": "4.08 (6 glimpses)", "cnn": "8.09", "fc": "11.96", "ram-random": "14.4 (8 random glimpses)"}
 PAPER_SWEEP = {"RAM": [(4, 4.96), (6, 4.08), (8, 4.04)], "DRAW": []}
 HEADLINE_START, HEADLINE_END = "<!-- report:headline:start -->", "<!-- report:headline:end -->"
 N_GALLERY = 6
@@ -95,23 +92,16 @@ def canvas_growth_table(sizes=GROWTH_SIZES) -> str:
     by definition (pixels touched) and by FLOP count, untrained: the 'O(1) per glimpse vs
     O(input)' claim needs no training to check."""
     rows = []
-    for kind, overrides in (("ram", {"mode": "hard"}), ("draw", {"mode": "soft", "soft_arch": "draw"}),
-                            ("sat", {"mode": "soft", "soft_arch": "sat"}), ("cnn", {"mode": "full", "full_arch": "cnn"}),
-                            ("fc", {"mode": "full", "full_arch": "fc"})):
+    for family in list_families():
         pixels, flops = [], []
         for size in sizes:
-            config = resolve_config({"preset": TASK_PRESET, **overrides, "canvas_size": size})
-            task = task_of(config)
-            if kind == "ram":
-                model_config = RAMConfig(glimpse_size=config.glimpse_size, n_scales=config.n_scales,
-                                         n_glimpses=config.n_glimpses).to_dict()
-            else:
-                model_config = soft_model_config(config)
+            config = resolve_config({"preset": TASK_PRESET, **family_options(family), "canvas_size": size})
+            task, model_config = config.task(), family.model_config(config)
             torch.manual_seed(0)
-            model = build_model(kind, model_config).eval()
-            pixels.append(pixels_read(kind, task, model_config)["canvas_pixels_touched"])
-            flops.append(flops_per_image(kind, model, task, batch=2))
-        rows.append([kind, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
+            model = family.build(model_config).eval()
+            pixels.append(pixels_read(family.name, task, model_config)["canvas_pixels_touched"])
+            flops.append(flops_per_image(family.name, model, task, batch=2))
+        rows.append([family.name, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
                      *(_si(f) for f in flops), f"{flops[-1] / flops[0]:.1f}x"])
     last = f"{sizes[-1]} / {sizes[0]}"
     return _table(["model", *(f"pixels touched, {n}x{n}" for n in sizes), last,
@@ -136,15 +126,14 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     progress("[report] measuring cost and speed per model")
     measured: dict[str, dict] = {}
     for group in present:
-        steps = max(1, round(settings.speed_steps * {"sat": 0.25, "draw": 0.5}.get(group.runs[0]["kind"], 1.0)))
         measured[group.experiment.name] = {
-            **cost_per_image(group), **throughput(group, data, speed_canvases, steps, settings.data_dir)}
+            **cost_per_image(group), **throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)}
     seconds_per_epoch = {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
 
     progress("[report] measuring the spread of the attention gradient")
     gradients = {}
     for group in present:
-        if group.experiment.name in ("ram", "draw", "sat"):
+        if group.experiment in FAMILIES and get_family(group.runs[0]["kind"]).has_attention:
             gradients[group.experiment.name] = attention_gradient_spread(
                 group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
 
@@ -160,8 +149,10 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     figures.glimpse_sweep(sweep_rows, PAPER_SWEEP, out / "glimpse_sweep.png")
     gallery = fixed_canvas_set(data.test.images[:N_GALLERY], data.test.labels[:N_GALLERY], task["canvas_size"],
                                task["n_clutter"], task["centred_digit"], TEST_SEED)
-    gallery_rows = [(g.experiment.label.replace(" (", "\n("), figures.where_it_looks(g.runs[0], g.model(), gallery.images))
-                    for g in present if g.runs[0]["kind"] in ("ram", "draw", "sat")]
+    gallery_rows = [(g.experiment.label.replace(" (", "\n("),
+                     where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
+                                    gallery.labels))
+                    for g in present if g.experiment in FAMILIES and get_family(g.runs[0]["kind"]).has_attention]
     if gallery_rows:
         figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
 
@@ -179,10 +170,10 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) ->
     for group in groups:
         e, m = group.experiment, measured.get(group.experiment.name)
         if m is None:
-            rows.append([e.label, e.family, "not trained", PAPER.get(e.name, "–"), "", "", "", "", ""])
+            rows.append([e.label, e.family, "not trained", e.paper or "–", "", "", "", "", ""])
             continue
         t90 = time_to_threshold(group, 0.90)
-        rows.append([e.label, e.family, _error_cell(group.test_errors), PAPER.get(e.name, "–"),
+        rows.append([e.label, e.family, _error_cell(group.test_errors), e.paper or "–",
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
                      f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
     return _table(["model", "kind", "test error % (mean ± sd over seeds)", "paper %", "pixels touched / image",
@@ -212,7 +203,7 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
     grad_rows = []
     for name, spread in gradients.items():
         label = next(g.experiment.label for g in groups if g.experiment.name == name)
-        estimator = "REINFORCE + baseline" if name == "ram" else "backpropagation"
+        estimator = "REINFORCE + baseline" if get_family(name).mode == "hard" else "backpropagation"
         lo, hi = spread["interval"]
         grad_rows.append([label, estimator, spread["n_parameters"], _number(spread["relative_variance"]),
                           f"{_number(lo)} to {_number(hi)}"])

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from glimpse.models import Family, get_family, list_families
+from glimpse.training.config import family_options, resolve_config
+
 TASK_PRESET = "cluttered60"  # the task every model of the report is trained and tested on
 GLIMPSE_COUNTS = tuple(range(1, 9))
 
@@ -21,6 +24,7 @@ class Experiment:
     family: str        # "hard", "soft" or "baseline"
     epochs: int        # budget at --budget 1
     overrides: dict = field(default_factory=dict)  # train.py options beyond --preset
+    paper: str | None = None  # published test error % on this task, if any
 
     def train_options(self, seed: int, epochs: int) -> dict:
         return {"preset": TASK_PRESET, **self.overrides, "seed": seed, "epochs": epochs}
@@ -29,21 +33,22 @@ class Experiment:
         return f"{self.name}-seed{seed}"
 
 
-RAM = Experiment("ram", "RAM (hard, REINFORCE)", "hard", 20, {"mode": "hard"})
-DRAW = Experiment("draw", "DRAW read (soft)", "soft", 6, {"mode": "soft", "soft_arch": "draw"})
-SAT = Experiment("sat", "Show-Attend-Tell (soft)", "soft", 3, {"mode": "soft", "soft_arch": "sat"})
-CNN = Experiment("cnn", "full-image CNN", "baseline", 20, {"mode": "full", "full_arch": "cnn"})
-FC = Experiment("fc", "fully connected net", "baseline", 30, {"mode": "full", "full_arch": "fc"})
-RAM_RANDOM = Experiment("ram-random", "RAM, random glimpses", "baseline", 20,
-                        {"mode": "hard", "random_glimpses": True, "first_location": "random"})
+def family_experiment(family: Family) -> Experiment:
+    """A registered family on the report's task, at the budget its module states."""
+    group = "baseline" if family.mode == "full" else family.mode
+    return Experiment(family.name, family.title, group, family.report_epochs, family_options(family),
+                      family.paper_error)
 
-MODELS = (RAM, DRAW, SAT, CNN, FC, RAM_RANDOM)
-SWEPT = (RAM, DRAW)  # accuracy against the number of glimpses
+
+# every registered family, then the paper's random-glimpse baseline (RAM with its policy switched off)
+FAMILIES = tuple(family_experiment(f) for f in list_families())
+RAM_RANDOM = Experiment("ram-random", "RAM, random glimpses", "baseline", get_family("ram").report_epochs,
+                        {"mode": "hard", "random_glimpses": True, "first_location": "random"}, "14.4 (8 random glimpses)")
+MODELS = (*FAMILIES, RAM_RANDOM)
+SWEPT = tuple(e for e, f in zip(FAMILIES, list_families()) if f.report_sweep)  # accuracy against the glimpse count
 
 
 def default_glimpses(experiment: Experiment) -> int:
-    from glimpse.training.config import resolve_config
-
     return resolve_config({"preset": TASK_PRESET, **experiment.overrides}).n_glimpses
 
 
@@ -58,3 +63,11 @@ def with_glimpses(experiment: Experiment, n_glimpses: int) -> Experiment:
 
 def sweep(experiment: Experiment, counts=GLIMPSE_COUNTS) -> list[Experiment]:
     return [with_glimpses(experiment, n) for n in counts]
+
+
+def by_name(name: str) -> Experiment:
+    """The report's experiment called ``name`` (a family's name, or "ram-random")."""
+    for experiment in MODELS:
+        if experiment.name == name:
+            return experiment
+    raise ValueError(f"no experiment {name!r}; the report has {[e.name for e in MODELS]}")

@@ -10,11 +10,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
-from glimpse.inference import canvases_to_tensor, ram_episodes  # noqa: E402
 from glimpse.report.measurements import SeedRuns  # noqa: E402
-from glimpse.viz import draw_filterbank_path, draw_glimpse_path, overlay_attention  # noqa: E402
 
 COLOURS = {"hard": "tab:red", "soft": "tab:blue", "baseline": "tab:grey"}
 STYLES = ["-", "--", ":", "-."]
@@ -83,25 +80,6 @@ def glimpse_sweep(rows: dict[str, list[tuple[int, float]]], paper: dict[str, lis
     plt.close(fig)
 
 
-@torch.no_grad()
-def where_it_looks(run: dict, model: torch.nn.Module, images: np.ndarray) -> list[np.ndarray]:
-    """One (3, H', W') picture per canvas of where the model looked: RAM's glimpse path, DRAW's
-    filterbank boxes, Show-Attend-Tell's attention averaged over its steps."""
-    kind, task = run["kind"], run["task"]
-    if kind == "ram":
-        rollout = ram_episodes(model, task, images)
-        return [draw_glimpse_path(c, path.numpy(), task["glimpse_size"], task["n_scales"])
-                for c, path in zip(images, rollout.locations)]
-    out = model(canvases_to_tensor(images))
-    if kind == "draw":
-        extents = out["stride"] * model.config.read_size
-        return [draw_filterbank_path(c, centre.numpy(), extent.numpy())
-                for c, centre, extent in zip(images, out["centre"], extents)]
-    if kind == "sat":
-        return [overlay_attention(c, alpha.mean(0, keepdim=True).numpy()) for c, alpha in zip(images, out["alpha"])]
-    raise ValueError(f"a {kind} model has no attention to show")
-
-
 def attention_gallery(rows: list[tuple[str, list[np.ndarray]]], labels: np.ndarray, path: Path) -> None:
     """A grid: one row per model, one column per test canvas."""
     n_rows, n_cols = len(rows), len(rows[0][1])
@@ -116,8 +94,8 @@ def attention_gallery(rows: list[tuple[str, list[np.ndarray]]], labels: np.ndarr
                 ax.set_ylabel(name, fontsize=9)
             if r == 0:
                 ax.set_title(f"digit {labels[c]}", fontsize=9)
-    fig.suptitle("Where each model looks, same test canvases (RAM, DRAW: first step cyan ... last red; "
-                 "SAT: attention averaged over steps)", fontsize=9)
+    fig.suptitle("Where each model looks, same test canvases (boxes: first step cyan ... last red; "
+                 "maps: one per step; above: true and predicted label)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

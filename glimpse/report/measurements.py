@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from glimpse.measure import flops_per_image, pixels_read, ram_gradient_fn, soft_gradient_fn
-from glimpse.models import build_model
+from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
@@ -78,7 +78,7 @@ def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int
     """Training images/s (full steps at the run's batch size, fresh weights) and deterministic
     evaluation images/s of the trained model, measured now, in this process."""
     run = seed_runs.runs[0]
-    config = TrainConfig(**{**run["train_config"], "data_dir": data_dir})
+    config = TrainConfig.from_dict({**run["train_config"], "data_dir": data_dir})
     train_speed, _, _ = training_speed(config, data, train_steps, warmup=1)
     eval_speed = eval_images_per_second(run["kind"], seed_runs.model(), run["task"], canvases)
     return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
@@ -110,12 +110,12 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     kind, task = run["kind"], run["task"]
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
     model = build_model(kind, run["model_config"]).eval()
-    if kind == "ram":
+    if get_family(kind).mode == "hard":
         env = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=batch_size, vectorization_mode="vector_entry_point",
                            split="train", data_dir=data_dir, **task)
         grad_fn = ram_gradient_fn(model, env, seed)
     else:
-        grad_fn = soft_gradient_fn(model, task, data.train, batch_size, seed)
+        grad_fn = soft_gradient_fn(model, kind, task, data.train, batch_size, seed)
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
     # bootstrap the inverse (signal / trace), which stays finite, then invert its interval
     rng = torch.Generator().manual_seed(seed)

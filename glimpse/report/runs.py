@@ -14,7 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from glimpse.report.experiments import Experiment
-from glimpse.training.checkpoint import CheckpointError, load_checkpoint
+from glimpse.checkpoint import CheckpointError, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 

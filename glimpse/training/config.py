@@ -1,17 +1,28 @@
-"""Every training hyperparameter in one dataclass, the paper presets, and the CLI built from them.
+"""Every training hyperparameter in one dataclass, the presets, and the CLI built from them.
 
-Each field's ``help`` is its --help text, so the command line documents itself.
+Each field's ``help`` is its --help text, so the command line documents itself. The presets are
+the task table of envs/task.py; a family that needs other task settings says so in its own module
+(``Family.task_overrides``). The model kinds each mode offers come from the registry.
 """
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import InitVar, asdict, dataclass, field, fields
 
-from glimpse.canvas import DIGIT_SIZE, digits_that_fit
+from envs.task import TASKS, GlimpseTask
+from glimpse.models import get_family, list_families
+from glimpse.models.registry import MODES, Family, drop_removed
 
-MODES = ("hard", "soft", "full")
-SOFT_ARCHS = ("draw", "sat")
-FULL_ARCHS = ("cnn", "fc")
+SOFT_ARCHS = tuple(f.name for f in list_families("soft"))
+FULL_ARCHS = tuple(f.name for f in list_families("full"))
+HARD_FAMILY = list_families("hard")[0].name  # --mode hard trains the one hard-attention family
+PRESETS = TASKS
+# Options of earlier versions whose experiments are over (their findings are in docs/), with the
+# value that behaves as this version does: a run or checkpoint that used them at that value loads.
+REMOVED_OPTIONS = {"learn_std": False, "location_hidden": 0, "reinforce_weight": 1.0, "baseline_weight": 1.0,
+                   "draw_sigma": "pixels", "draw_min_sigma": 0.0, "optimizer": "adam", "momentum": 0.9,
+                   "weight_decay": 0.0, "lr_schedule": "cosine"}
 
 
 def _opt(default, help: str, choices=None):
@@ -20,11 +31,11 @@ def _opt(default, help: str, choices=None):
 
 @dataclass
 class TrainConfig:
-    mode: str = _opt("hard", "hard: RAM trained with REINFORCE through the env; soft: DRAW or "
-                     "Show-Attend-Tell trained by backpropagation; full: a baseline that reads the whole "
-                     "image (no attention)", MODES)
-    soft_arch: str = _opt("sat", "soft-attention model (mode soft): draw (filterbank read) or sat "
-                          "(Show-Attend-Tell over CNN features)", SOFT_ARCHS)
+    mode: str = _opt("hard", "hard: RAM trained with REINFORCE through the env; soft: a soft-attention model "
+                     "(--soft-arch) trained by backpropagation; full: a baseline that reads the whole image "
+                     "(--full-arch, no attention)", MODES)
+    soft_arch: str = _opt("sat", "soft-attention model (mode soft): draw (DRAW's filterbank read), sat "
+                          "(Show-Attend-Tell over CNN features) or stn (Spatial Transformer crop)", SOFT_ARCHS)
     full_arch: str = _opt("cnn", "full-image baseline (mode full): cnn (the paper's conv net: 8 10x10 filters, "
                           "stride 5, then 256 units) or fc (2 layers of 256)", FULL_ARCHS)
     preset: str = _opt("cluttered60", "task and model sizes of a paper setting; any option below overrides "
@@ -43,26 +54,18 @@ class TrainConfig:
     # RAM
     core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
     hidden_size: int = _opt(256, "core / decoder hidden size")
-    location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or initial if learned)")
-    learn_std: bool = _opt(False, "hard: learn the policy std from the core state instead of fixing it")
+    location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or the start of its "
+                               "annealing)")
     location_std_final: float = _opt(0.0, "hard: anneal the fixed policy std from --location-std to this over "
                                      "the run, on the learning rate's cosine: wide search early, training paths "
                                      "close to the deterministic ones late (0: no annealing)")
-    location_hidden: int = _opt(0, "hard: hidden ReLU units between the core state and the policy mean (0: a "
-                                "linear location network, as in the paper)")
     random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
                                  "paper's random-glimpse baseline: no policy, no REINFORCE)")
     reinforce_into_core: float = _opt(0.0, "hard: share of the REINFORCE gradient that goes on from the location "
                                       "network into the core and glimpse network: 0 stops it there, 1 is the paper; "
                                       "0.1 lets the policy shape the features (see README, Training)")
-    reinforce_weight: float = _opt(1.0, "hard: weight of the REINFORCE term in the hybrid loss")
-    baseline_weight: float = _opt(1.0, "hard: weight of the baseline's squared error")
     # soft attention
     read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
-    draw_sigma: str = _opt("pixels", "draw: units of the filters' learned sigma: pixels (the paper) or stride "
-                           "(sigma follows the grid's zoom, so zoomed-in reads stay smooth)", ("pixels", "stride"))
-    draw_min_sigma: float = _opt(0.0, "draw: smooth floor on the filters' sigma in pixels (0: none, the paper); "
-                                 "0.5 is about bilinear sampling (did not stop DRAW's 100x100 collapses: README)")
     draw_min_sigma_strides: float = _opt(0.0, "draw: smooth floor on the filters' sigma in strides, so it follows "
                                          "the zoom (0: none, the paper; below 0.5): zoomed-in reads cannot "
                                          "point-sample the image and alias")
@@ -72,12 +75,7 @@ class TrainConfig:
                                       "on 100x100 (README, Results)")
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
-    optimizer: str = _opt("adam", "optimiser", ("adam", "sgd"))
     lr: float = _opt(1e-3, "peak learning rate")
-    momentum: float = _opt(0.9, "sgd momentum")
-    weight_decay: float = _opt(0.0, "L2 weight decay")
-    lr_schedule: str = _opt("cosine", "learning-rate schedule over the run (after a short warm-up)",
-                            ("cosine", "constant"))
     warmup_steps: int = _opt(100, "linear learning-rate warm-up steps")
     grad_clip: float = _opt(5.0, "clip the global gradient norm to this (0: off)")
     batch_size: int = _opt(128, "images per step (hard: the number of parallel envs); under torchrun the global "
@@ -117,68 +115,73 @@ class TrainConfig:
         for name in ("lr", "location_std"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
-        if self.location_hidden < 0:
-            raise ValueError(f"--location-hidden must be >= 0, got {self.location_hidden}")
         if self.location_std_final < 0:
             raise ValueError(f"--location-std-final must be >= 0, got {self.location_std_final}")
-        if self.location_std_final and self.learn_std:
-            raise ValueError("--location-std-final anneals a fixed std; it cannot be combined with --learn-std")
-        self._check_n_digits()
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
-        from envs.task import GlimpseTask  # fail on impossible sizes before any data is loaded
+        family = self.family
+        if self.n_digits != 1 and not isinstance(self.n_digits, bool) and isinstance(self.n_digits, int) \
+                and not family.reads_several_digits:
+            readers = ", ".join(f.name for f in list_families() if f.reads_several_digits)
+            raise ValueError(f"--n-digits {self.n_digits}: {family.name} classifies one digit per canvas; "
+                             f"the families that read several are {readers}")
+        try:  # fail on impossible sizes before any data is loaded
+            GlimpseTask(**self.task())
+        except ValueError as exc:  # GlimpseTask names its fields: name the flags instead
+            fields_named = "|".join(f.name for f in fields(GlimpseTask))
+            raise ValueError(re.sub(rf"\b({fields_named})\b", lambda m: "--" + m.group(1).replace("_", "-"),
+                                    str(exc))) from exc
+        try:
+            family.config(family.model_config(self))
+        except ValueError as exc:
+            flags = ", ".join(f"--{name.replace('_', '-')}" for name in family.options)
+            raise ValueError(f"{family.name} options ({flags}): {exc}") from exc
 
-        GlimpseTask(canvas_size=self.canvas_size, n_clutter=self.n_clutter, centred_digit=self.centred_digit,
-                    n_digits=self.n_digits, glimpse_size=self.glimpse_size, n_scales=self.n_scales,
-                    n_glimpses=self.n_glimpses, first_location=self.first_location)
-        if self.model_kind == "draw":
-            from glimpse.models.draw import DRAWConfig
+    @property
+    def family(self) -> Family:
+        """The registry's entry for the model this run trains."""
+        return get_family(self.model_kind)
 
-            try:
-                DRAWConfig(canvas_size=self.canvas_size, read_size=self.read_size, n_glimpses=self.n_glimpses,
-                           hidden_size=self.hidden_size, sigma_units=self.draw_sigma, min_sigma=self.draw_min_sigma,
-                           min_sigma_strides=self.draw_min_sigma_strides, attention_into_core=self.attention_into_core)
-            except ValueError as exc:
-                raise ValueError(f"--draw-min-sigma, --draw-min-sigma-strides or --attention-into-core: {exc}") from exc
+    def task(self) -> dict:
+        """The canvas recipe and sensor, as GlimpseTask fields: stored in checkpoints, checked
+        against evaluation images. ``n_digits`` appears only when it is above 1, so single-digit
+        tasks keep the keys every earlier checkpoint has (readers use ``task.get("n_digits", 1)``)."""
+        task = {key: getattr(self, key) for key in TASK_KEYS}
+        if self.n_digits != 1:
+            task["n_digits"] = self.n_digits
+        return task
 
-    def _check_n_digits(self) -> None:
-        if isinstance(self.n_digits, bool) or not isinstance(self.n_digits, int) or self.n_digits < 1:
-            raise ValueError(f"--n-digits must be an integer >= 1, got {self.n_digits!r}")
-        if self.n_digits == 1:
-            return
-        if self.model_kind not in ("ram", "sat"):
-            raise ValueError(f"--n-digits {self.n_digits}: only RAM (--mode hard) and Show-Attend-Tell (--mode soft "
-                             f"--soft-arch sat) read several digits; {self.model_kind} classifies one digit per canvas")
-        if self.centred_digit:
-            raise ValueError(f"--n-digits {self.n_digits} cannot be combined with --centred-digit")
-        fits = digits_that_fit(self.canvas_size)
-        if self.n_digits > fits:
-            raise ValueError(f"--n-digits {self.n_digits}: at most {fits} non-overlapping {DIGIT_SIZE}x{DIGIT_SIZE} "
-                             f"digits fit on a {self.canvas_size}x{self.canvas_size} canvas")
+    def applicable(self) -> dict:
+        """The options that apply to this run: the task, optimisation and run options, and the
+        options of its own family (a DRAW run has no --core)."""
+        family_options = {name for f in list_families() for name in f.options}
+        mine = set(self.family.options)
+        arch = {"soft": "soft_arch", "full": "full_arch"}.get(self.mode)
+        values = self.to_dict()
+        return {k: v for k, v in values.items()
+                if (k not in family_options or k in mine) and (k not in ("soft_arch", "full_arch") or k == arch)}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        """A config as checkpoints store it; options this version removed load at their old default."""
+        return cls(**drop_removed(values, REMOVED_OPTIONS, "run"))
 
     @property
     def model_kind(self) -> str:
-        return {"hard": "ram", "soft": self.soft_arch, "full": self.full_arch}[self.mode]
+        return {"hard": HARD_FAMILY, "soft": self.soft_arch, "full": self.full_arch}[self.mode]
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-# Paper settings (Mnih et al. 2014; DRAW 2015). Soft models share the canvases; their own sizes are defaults.
-PRESETS: dict[str, dict] = {
-    "mnist28": dict(canvas_size=28, n_clutter=0, centred_digit=True, glimpse_size=8, n_scales=1, n_glimpses=6),
-    "translated60": dict(canvas_size=60, n_clutter=0, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
-    "cluttered60": dict(canvas_size=60, n_clutter=4, centred_digit=False, glimpse_size=12, n_scales=3, n_glimpses=6),
-    "cluttered100": dict(canvas_size=100, n_clutter=8, centred_digit=False, glimpse_size=12, n_scales=4, n_glimpses=8),
-    # two digits to read left to right, like Ba et al. 2015's two-digit task; glimpses per digit
-    "multi100": dict(canvas_size=100, n_clutter=8, centred_digit=False, n_digits=2, glimpse_size=12, n_scales=4,
-                     n_glimpses=8),
-}
-SOFT_PRESET_OVERRIDES: dict[tuple[str, str], dict] = {
-    ("sat", "cluttered60"): dict(n_glimpses=4),
-    ("sat", "cluttered100"): dict(n_glimpses=4),
-    ("sat", "multi100"): dict(n_glimpses=4),
-}
+TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
+
+
+def family_options(family: Family) -> dict:
+    """The training options that select ``family``: its mode, and for soft and full-image families
+    the architecture flag (``--mode soft --soft-arch stn``)."""
+    arch = {"soft": "soft_arch", "full": "full_arch"}.get(family.mode)
+    return {"mode": family.mode, **({arch: family.name} if arch else {})}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,9 +215,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def resolve_config(overrides: dict) -> TrainConfig:
-    base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "soft_arch", "preset")})
+    base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "soft_arch", "full_arch", "preset")})
     values = dict(PRESETS[base.preset])
-    if base.mode == "soft":
-        values.update(SOFT_PRESET_OVERRIDES.get((base.soft_arch, base.preset), {}))
+    values.update(base.family.task_overrides.get(base.preset, {}))
     values.update(overrides)
     return TrainConfig(**values)

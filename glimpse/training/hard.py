@@ -1,45 +1,31 @@
-"""Hard attention: RAM through the vector env, trained with the hybrid REINFORCE loss."""
+"""Hard attention: a family of ``mode = "hard"`` (RAM) plays episodes through the vector env and
+learns with the hybrid REINFORCE loss (glimpse/losses.py)."""
 from __future__ import annotations
 
-import gymnasium
 import numpy as np
 import torch
 from gymnasium.utils.seeding import np_random
 
-import envs  # noqa: F401 - registers the environments
-from glimpse.data import MNISTSplits
-from glimpse.inference import ram_episodes, read_right
+from envs.data import MNISTSplits
 from glimpse.losses import hybrid_loss
-from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
-from glimpse.rollout import run_episodes
+from glimpse.inference import read_right
+from glimpse.models.ram.rollout import episode_env, run_episodes
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import cosine, local_batch_size, task_of
-from glimpse.viz import draw_glimpse_path, glimpse_strip, grid, side_by_side, stack_rows
+from glimpse.training.learner import cosine, local_batch_size
 
 
 class HardAttentionLearner:
-    kind = "ram"
-
     def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
                  rank: int = 0, world_size: int = 1):
         self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
-        self.local_batch = local_batch_size(config, world_size)
-        self.task = task_of(config)
-        self.model_config = RAMConfig(
-            glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,
-            # annealed: the checkpoint records the std the policy ends with (what --samples draws with)
-            hidden_size=config.hidden_size, core=config.core,
-            location_std=config.location_std_final or config.location_std,
-            learn_std=config.learn_std, location_hidden=config.location_hidden,
-            reinforce_into_core=config.reinforce_into_core,
-            policy="random" if config.random_glimpses else "learned",
-        ).to_dict()
-        self.model = RecurrentAttentionModel(RAMConfig(**self.model_config)).to(self.device)
+        self.local_batch = local_batch_size(config.batch_size, world_size)
+        self.family = config.family
+        self.task = config.task()
+        self.model_config = self.family.model_config(config)
+        self.model = self.family.build(self.model_config).to(self.device)
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
         # the training env: one slot per image of this process's share of the minibatch
-        self.env = gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=self.local_batch,
-                                      vectorization_mode="vector_entry_point", split="train",
-                                      data_dir=config.data_dir, **self.task)
+        self.env = episode_env({**self.task, "split": "train", "data_dir": config.data_dir}, self.local_batch)
         self.generator = torch.Generator()
 
     def schedule(self, progress: float) -> dict[str, float]:
@@ -73,8 +59,7 @@ class HardAttentionLearner:
         rollout = run_episodes(self.model, self.env, sample=True, seed=step_seed, noise=noise, forward=self.forward,
                                options={"images": batch.images[lo:hi], "labels": batch.labels[lo:hi],
                                         "first_location": first[lo:hi]})
-        parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
-                            self.config.reinforce_weight, self.config.baseline_weight)
+        parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines)
         predictions = rollout.logits.argmax(-1)
         metrics = {
             "losses/total": parts.total.detach(),
@@ -89,14 +74,3 @@ class HardAttentionLearner:
         if rollout.labels.dim() == 2:
             metrics["charts/digit_accuracy"] = (predictions == rollout.labels).float().mean()
         return parts.total, metrics
-
-    @torch.no_grad()
-    def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
-        rollout = ram_episodes(self.model, self.task, images, labels, record_glimpses=True)
-        g, k = self.task["glimpse_size"], self.task["n_scales"]
-        paths = [draw_glimpse_path(canvas, path.cpu().numpy(), g, k)
-                 for canvas, path in zip(images, rollout.locations)]
-        # the glimpse contents of the first half, each row beside its path, as in RAM's Figure 3
-        contents = [side_by_side([path, glimpse_strip(glimpses.cpu().numpy(), height=path.shape[1] // 2)])
-                    for path, glimpses in zip(paths[:len(paths) // 2], rollout.glimpses)]
-        return {"attention/glimpse_paths": grid(paths), "attention/glimpse_contents": stack_rows(contents)}

@@ -1,7 +1,9 @@
-"""What the training loop needs from a kind of model: one minibatch's loss, and pictures.
+"""What the training loop needs from a way of learning: one minibatch's loss, and pictures.
 
-The loop (glimpse/training/loop.py) owns everything that is the same for hard and soft
-attention: data order, optimiser, schedule, validation, checkpoints, logging.
+The loop (glimpse/training/loop.py) owns everything that is the same for every family: data
+order, optimiser, schedule, validation, checkpoints, logging. A learner is chosen by the family's
+``mode``: REINFORCE through the environment (hard.py) or backpropagation (soft.py, which also
+trains the full-image baselines).
 """
 from __future__ import annotations
 
@@ -12,28 +14,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from glimpse.data import MNISTSplits
-from glimpse.training.config import TrainConfig
+from glimpse.models import Family
+from glimpse.viz import grid, where_it_looks
 
-TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
-
-
-def task_of(config: TrainConfig) -> dict:
-    """The canvas recipe and sensor: stored in checkpoints, checked against evaluation images.
-    ``n_digits`` appears only when it is above 1, so single-digit tasks keep the keys every
-    earlier checkpoint has (readers use ``task.get("n_digits", 1)``)."""
-    task = {key: getattr(config, key) for key in TASK_KEYS}
-    if config.n_digits > 1:
-        task["n_digits"] = config.n_digits
-    return task
+N_PICTURE_COLUMNS = 4
 
 
-def local_batch_size(config: TrainConfig, world_size: int) -> int:
+def local_batch_size(batch_size: int, world_size: int) -> int:
     """This process's share of the global --batch-size."""
-    if config.batch_size % world_size:
-        raise ValueError(f"--batch-size {config.batch_size} (the global batch) must be divisible by the "
+    if batch_size % world_size:
+        raise ValueError(f"--batch-size {batch_size} (the global batch) must be divisible by the "
                          f"number of processes, {world_size}")
-    return config.batch_size // world_size
+    return batch_size // world_size
 
 
 def cosine(progress: float) -> float:
@@ -42,7 +34,7 @@ def cosine(progress: float) -> float:
 
 
 class Learner(Protocol):
-    kind: str
+    family: Family
     model: nn.Module
     forward: nn.Module  # what ``loss`` calls: the model, or a DistributedDataParallel wrapper of it
     model_config: dict
@@ -57,18 +49,15 @@ class Learner(Protocol):
         """Set what changes over the run at ``progress`` (step / scheduled steps, 0..1) besides the
         learning rate; returns those values as scalars to log (TensorBoard names)."""
 
-    def pictures(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
-        """(3, H, W) uint8 images showing where the model looks on these canvases."""
 
-
-def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
-                 rank: int = 0, world_size: int = 1) -> Learner:
-    """The learner for ``config.mode`` with its model on ``device``; with ``world_size`` > 1 it
-    trains on slice ``rank`` of each global minibatch."""
-    if config.mode == "hard":
-        from glimpse.training.hard import HardAttentionLearner
-
-        return HardAttentionLearner(config, data, device, rank, world_size)
-    from glimpse.training.soft import SoftAttentionLearner  # also trains the full-image baselines
-
-    return SoftAttentionLearner(config, data, device, rank, world_size)
+@torch.no_grad()
+def pictures(learner: Learner, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    """Where the model looks on these canvases, titled with the true and predicted labels, as
+    one TensorBoard image (none for a full-image network)."""
+    if not learner.family.has_attention:
+        return {}
+    learner.model.eval()
+    drawn = where_it_looks(learner.family, learner.model, learner.task, images, labels)
+    learner.model.train()
+    columns = 2 if drawn[0].shape[2] > 2 * drawn[0].shape[1] else N_PICTURE_COLUMNS
+    return {"attention/where_it_looks": grid(drawn, columns=columns)}

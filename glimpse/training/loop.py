@@ -21,19 +21,20 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from glimpse.data import MNISTSplits, load_mnist
+from envs.data import MNISTSplits, load_mnist
+from glimpse.checkpoint import load_checkpoint, save_checkpoint
 from glimpse.evaluation import fixed_set
 from glimpse.inference import predict_probabilities, read_right
 from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary
-from glimpse.models import HARD_KINDS, SOFT_KINDS
 from glimpse.training import distributed
-from glimpse.training.checkpoint import load_checkpoint, save_checkpoint
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import Learner, cosine, make_learner
+from glimpse.training.hard import HardAttentionLearner
+from glimpse.training.learner import Learner, cosine, pictures
+from glimpse.training.soft import BackpropLearner
 from glimpse.training.tensorboard import NullLogger, RunLogger
 
 N_PICTURES = 8
-ATTENTION_KINDS = HARD_KINDS + SOFT_KINDS
+LEARNERS = {"hard": HardAttentionLearner, "soft": BackpropLearner, "full": BackpropLearner}  # by Family.mode
 
 
 class TrainingDiverged(RuntimeError):
@@ -65,23 +66,23 @@ def batch_indices(seed: int, step: int, n_train: int, batch_size: int) -> np.nda
 
 
 def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
+    """Linear warm-up over --warmup-steps, then a cosine from --lr to 0 over the run."""
     warmup = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps > 0 else 1.0
-    if config.lr_schedule == "constant":
-        return config.lr * warmup
     return config.lr * warmup * cosine(step / max(1, total_steps))
 
 
-def build_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
-                               weight_decay=config.weight_decay)
-    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
+                 rank: int = 0, world_size: int = 1) -> Learner:
+    """The learner for the family's way of learning, its model on ``device``; with ``world_size``
+    > 1 it trains on slice ``rank`` of each global minibatch."""
+    return LEARNERS[config.family.mode](config, data, device, rank, world_size)
 
 
 def predict(learner: Learner, images: np.ndarray, batch_size: int, desc: str) -> np.ndarray:
     """Predicted digits (N,) or (N, K)."""
     with tqdm(total=len(images), desc=desc, leave=False, unit="img", disable=None) as bar:
-        probs = predict_probabilities(learner.kind, learner.model, learner.task, images, batch_size, progress=bar)
+        probs = predict_probabilities(learner.family.name, learner.model, learner.task, images, batch_size,
+                                      progress=bar)
     learner.model.train()
     return probs.argmax(-1).numpy()
 
@@ -100,10 +101,10 @@ def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
         predictions = predict(learner, canvases.images, batch_size, "validate")
         return {"charts/val_accuracy": float(read_right(predictions, canvases.labels).mean()),
                 "charts/val_digit_accuracy": float((predictions == canvases.labels).mean())}
-    if learner.kind not in ATTENTION_KINDS:
+    if not learner.family.has_attention:
         return {"charts/val_accuracy": accuracy(learner, canvases.images, canvases.labels, batch_size, "validate")}
     with tqdm(total=len(canvases.images), desc="validate", leave=False, unit="img", disable=None) as bar:
-        centres, predictions = attention_centres(learner.kind, learner.model, learner.task, canvases.images,
+        centres, predictions = attention_centres(learner.family.name, learner.model, learner.task, canvases.images,
                                                  batch_size, progress=bar)
     learner.model.train()
     found = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
@@ -146,7 +147,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     torch.manual_seed(config.seed)
     data = load_mnist(config.data_dir)
     learner = make_learner(config, data, device, rank, world)
-    optimizer = build_optimizer(config, learner.model)
+    optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
     n_train = len(data.train)
     if n_train < config.batch_size:
         raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
@@ -155,7 +156,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     total_steps = min(schedule_steps, config.max_steps) if config.max_steps else schedule_steps
     val_every = config.val_every or steps_per_epoch
     val_set, test_set = fixed_sets(learner.task, data)
-    pictures = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
+    picture_canvases = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
 
     start_step, best_val, best_step, elapsed = 0, -1.0, -1, 0.0
     history: list[dict] = []  # one entry per validation: the learning curve, kept in the checkpoints
@@ -177,7 +178,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             find_unused_parameters=config.random_glimpses)  # random glimpses leave the policy unused
 
     def payload(step: int, with_optimizer: bool) -> dict:
-        out = dict(kind=learner.kind, model_config=learner.model_config, task=learner.task,
+        out = dict(kind=learner.family.name, model_config=learner.model_config, task=learner.task,
                    train_config=config.to_dict(), model_state=learner.model.state_dict(), step=step,
                    best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
                    run_dir=str(run_dir), train_seconds=elapsed + (time.perf_counter() - t_start),
@@ -190,7 +191,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     say = (lambda *a: None) if quiet or not main else (lambda msg: tqdm.write(msg, file=sys.stderr))
     where = f"{world} processes on {device.type}" if world > 1 else str(device)
     what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
-    say(f"[glimpse] {what} ({learner.kind}), {data.source}, {where}; run {run_dir}")
+    say(f"[glimpse] {what} ({learner.family.name}), {data.source}, {where}; run {run_dir}")
     if resumed is not None:
         say(f"[glimpse] resuming at step {start_step}/{total_steps}")
     learner.model.train()
@@ -228,7 +229,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                                 best_val=f"{max(best_val, 0):.4f}")
                 window_start, window_images = now, 0
             if main and config.image_every and done % config.image_every == 0:
-                logger.images(learner.pictures(*pictures), done)
+                logger.images(pictures(learner, *picture_canvases), done)
             if done % val_every == 0 or done == total_steps:
                 if not main:  # rank 0 validates and checkpoints; the others wait for it
                     distributed.barrier()
@@ -238,7 +239,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 logger.scalars({**val_scalars, "charts/val_error": 1 - val_acc}, done)
                 history.append({"step": done, "epoch": done / steps_per_epoch, "val_accuracy": val_acc,
                                 "train_seconds": elapsed + (time.perf_counter() - t_start)})
-                logger.images(learner.pictures(*pictures), done)
+                logger.images(pictures(learner, *picture_canvases), done)
                 if val_acc > best_val:
                     best_val, best_step = val_acc, done
                     save_checkpoint(run_dir / "best.pt", payload(done, with_optimizer=False))

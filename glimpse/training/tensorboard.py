@@ -11,7 +11,7 @@ from glimpse.training.config import TrainConfig
 
 
 def hyperparameter_table(config: TrainConfig, data_source: str) -> str:
-    rows = "\n".join(f"|{key}|{value}|" for key, value in config.to_dict().items())
+    rows = "\n".join(f"|{key}|{value}|" for key, value in config.applicable().items())
     return f"|param|value|\n|-|-|\n{rows}\n|data|{data_source}|"
 
 

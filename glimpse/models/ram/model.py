@@ -21,6 +21,10 @@ from glimpse.models.ram.location import LocationPolicy
 
 @dataclass
 class RAMConfig:
+    """Sizes of the sensor and networks, the policy's std, and where its gradient goes.
+    ``REMOVED``: options of earlier versions, and the value at which an old checkpoint still loads."""
+
+    REMOVED = {"learn_std": False, "location_hidden": 0}
     glimpse_size: int = 12
     n_scales: int = 3
     n_glimpses: int = 6
@@ -29,8 +33,6 @@ class RAMConfig:
     hidden_size: int = 256
     core: str = "rnn"
     location_std: float = 0.15
-    learn_std: bool = False
-    location_hidden: int = 0  # hidden units of the location network's mean (0: linear, the paper)
     # share of the REINFORCE gradient that reaches the core and glimpse network (1: the paper; 0: it
     # stops at the location network). Old checkpoints say detach_policy_input=True/False instead.
     reinforce_into_core: float = 1.0
@@ -47,8 +49,6 @@ class RAMConfig:
             raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
         if self.policy not in ("learned", "random"):
             raise ValueError(f"policy must be 'learned' or 'random', got {self.policy!r}")
-        if self.location_hidden < 0:
-            raise ValueError(f"location_hidden must be >= 0, got {self.location_hidden}")
         if not self.location_std > 0:
             raise ValueError(f"location_std must be > 0, got {self.location_std}")
 
@@ -83,8 +83,7 @@ class RecurrentAttentionModel(nn.Module):
         c = config
         self.glimpse_network = GlimpseNetwork(c.n_scales, c.glimpse_size, c.what_size, c.where_size, c.hidden_size)
         self.core = CORES[c.core](c.hidden_size, c.hidden_size)
-        self.location_policy = LocationPolicy(c.hidden_size, c.location_std, c.learn_std,
-                                              mean_hidden=c.location_hidden)
+        self.location_policy = LocationPolicy(c.hidden_size, c.location_std)
         self.baseline = BaselineNetwork(c.hidden_size)
         self.classifier = Classifier(c.hidden_size, c.n_classes)
 

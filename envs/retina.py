@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from glimpse.coords import unit_to_pixels
+from envs.coords import unit_to_pixels
 
 
 EXACT_FLOAT32_LIMIT = 2**24
@@ -46,7 +46,7 @@ def extract_glimpses(ii: torch.Tensor, locations: torch.Tensor, glimpse_size: in
 
     Args:
         ii: (B, H+1, W+1) integral images (see :func:`integral_images`).
-        locations: (B, 2) float (x, y) in [-1, 1] (see glimpse.coords).
+        locations: (B, 2) float (x, y) in [-1, 1] (see envs.coords).
         glimpse_size: g, side of each scale's output.
         n_scales: k.
     Returns:

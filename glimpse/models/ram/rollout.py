@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
+import gymnasium
 import numpy as np
 import torch
 
-from glimpse.models.ram import RecurrentAttentionModel
+import envs  # noqa: F401 - registers the environments
 from glimpse.models.ram.location import LocationPolicy
+from glimpse.models.ram.model import RecurrentAttentionModel
 
 
 class Rollout(NamedTuple):
@@ -103,3 +105,33 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
         locations=torch.stack(locations, 1),
         glimpses=torch.stack(glimpses, 1) if record_glimpses else None,
     )
+
+
+def episode_env(task: dict, num_envs: int):
+    """A vector env of ``task`` with ``num_envs`` slots, fed explicit canvases (no digits are loaded)."""
+    return gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=num_envs,
+                              vectorization_mode="vector_entry_point", **task)
+
+
+def ram_episodes(model: RecurrentAttentionModel, task: dict, images: np.ndarray, labels: np.ndarray | None = None, *,
+                 sample: bool = False, generator: torch.Generator | None = None, record_glimpses: bool = False,
+                 first_locations: np.ndarray | None = None, location_noise: torch.Tensor | None = None) -> Rollout:
+    """One RAM episode per canvas of (N, H, W) uint8 ``images``, through the env (``labels`` only
+    matter for the reward).
+
+    ``first_locations`` (N, 2) overrides where the first glimpses fall; by default the task's
+    rule applies ("random" ones drawn from seed 0). ``location_noise`` (N, T-1, 2), if given, is
+    the standard normal noise of each sampled location, step by step, instead of ``generator``."""
+    env = episode_env(task, len(images))
+    labels = env.task.blank_labels(len(images)) if labels is None else np.asarray(labels, np.int64)
+    options = {"images": images, "labels": labels}
+    if first_locations is not None:
+        options["first_location"] = first_locations
+    noise = None
+    if location_noise is not None:
+        steps = iter(location_noise.unbind(1))
+
+        def noise(mean: torch.Tensor) -> torch.Tensor:  # called once per sampled step, in order
+            return next(steps).to(mean.device, mean.dtype)
+    return run_episodes(model, env, sample=sample, generator=generator, seed=0, options=options,
+                        record_glimpses=record_glimpses, noise=noise)

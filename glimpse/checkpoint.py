@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from glimpse.models import build_model
+
 FORMAT = 1
 REQUIRED_KEYS = ("format", "kind", "model_config", "task", "model_state")
 
@@ -58,8 +60,6 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
 
 def load_model(path: str | os.PathLike):
     """(model in eval mode, checkpoint dict) from a checkpoint file."""
-    from glimpse.models import build_model
-
     payload = load_checkpoint(path)
     try:
         model = build_model(payload["kind"], payload["model_config"])

@@ -7,7 +7,7 @@ Lookup order (the first that works wins, and the choice is recorded in ``MNISTSp
    the special value ``bundled`` asks for the bundled subset;
 2. ``./data``;
 3. a torchvision download into ``./data`` (works where there is internet);
-4. the bundled subset of real MNIST in ``glimpse/assets`` (with a loud warning).
+4. the bundled subset of real MNIST in ``envs/assets`` (with a loud warning).
 
 Every directory is in torchvision's layout: ``<dir>/MNIST/raw/train-images-idx3-ubyte`` etc.
 """

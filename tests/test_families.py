@@ -1,0 +1,206 @@
+"""The registry: every family walks through build, one training step, inference, its picture and
+its cost through the same code the lab uses, and the house keeps its floors."""
+import ast
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+import envs
+import train
+from envs.canvas import fixed_canvas_set
+from envs.task import TASKS
+from glimpse.checkpoint import load_checkpoint, load_model, save_checkpoint
+from glimpse.inference import predict_probabilities
+from glimpse.measure import attention_parameters, flops_per_image, pixels_read
+from glimpse.models import get_family, list_families
+from glimpse.models.registry import Attention
+from glimpse.training.config import PRESETS, REMOVED_OPTIONS, TrainConfig, family_options, resolve_config
+from glimpse.training.learner import pictures
+from glimpse.training.loop import make_learner
+from glimpse.viz import where_it_looks
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILIES = [f.name for f in list_families()]
+
+
+@pytest.fixture(scope="module")
+def canvases(request):
+    from envs.data import load_bundled_subset
+
+    data = load_bundled_subset()
+    return data, fixed_canvas_set(data.test.images[:6], data.test.labels[:6], 60, 4, False, 0)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
+    data, test = canvases
+    family = get_family(name)
+    config = resolve_config({"preset": "cluttered60", **family_options(family), "batch_size": 8,
+                             "data_dir": "bundled"})
+    assert config.family is family and config.model_kind == name
+    torch.manual_seed(0)
+    learner = make_learner(config, data)
+    assert learner.family is family and learner.task == config.task()
+
+    # one training step moves the weights
+    before = [p.detach().clone() for p in learner.model.parameters()]
+    loss, metrics = learner.loss(np.arange(8), step_seed=0)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    assert all(k.startswith(("losses/", "charts/")) for k in metrics)
+    loss.backward()
+    torch.optim.Adam(learner.model.parameters(), lr=1e-3).step()
+    assert any(not torch.equal(a, b) for a, b in zip(before, learner.model.parameters()))
+
+    # inference: probabilities for every canvas, the same whatever the batch size
+    probs = predict_probabilities(name, learner.model, learner.task, test.images, batch_size=4)
+    assert probs.shape == (6, 10)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(6))
+    torch.testing.assert_close(probs, predict_probabilities(name, learner.model, learner.task, test.images, 6))
+
+    # where it looks, in the common form, and its picture (TensorBoard and the report draw the same)
+    look = family.run(learner.model, test.images, learner.task, record=True)
+    drawn = pictures(learner, test.images, test.labels)
+    if family.has_attention:
+        attention = look.attention
+        assert isinstance(attention, Attention) and attention.centres.shape[0] == 6
+        assert attention.centres.shape[-1] == 2 and attention.centres.abs().max() <= 1
+        assert (attention.boxes is not None) or (attention.maps is not None)
+        one = where_it_looks(family, learner.model, learner.task, test.images[:2], test.labels[:2])
+        assert len(one) == 2 and one[0].dtype == np.uint8 and one[0].shape[0] == 3
+        assert list(drawn) == ["attention/where_it_looks"] and drawn["attention/where_it_looks"].shape[0] == 3
+        assert sum(p.numel() for p in attention_parameters(learner.model, name).values()) > 0
+    else:
+        assert look.attention is None and drawn == {}
+        with pytest.raises(ValueError, match="no attention"):
+            attention_parameters(learner.model, name)
+
+    # its cost
+    cost = pixels_read(name, learner.task, learner.model_config)
+    assert set(cost) == {"sensor_values", "canvas_pixels_touched", "input_pixels"}
+    assert cost["input_pixels"] == 3600 and all(v > 0 for v in cost.values())
+    assert flops_per_image(name, learner.model, learner.task, batch=2) > 0
+
+
+def test_registry_lists_each_family_once_and_names_the_unknown():
+    assert len(FAMILIES) == len(set(FAMILIES)) and {"ram", "draw", "sat", "stn", "cnn", "fc"} <= set(FAMILIES)
+    assert [f.name for f in list_families("hard")] == ["ram"]
+    with pytest.raises(ValueError, match="unknown model kind 'vit'"):
+        get_family("vit")
+
+
+def test_a_family_needs_no_branch_outside_its_module():
+    """Outside glimpse/models/, no code asks which model it holds (it asks the registry)."""
+    offenders = []
+    for path in [*(ROOT / "glimpse").rglob("*.py"), *(ROOT / "envs").rglob("*.py"), ROOT / "train.py",
+                 ROOT / "evaluate.py", ROOT / "report.py"]:
+        if "models" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                names = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
+                names += [e.value for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set))
+                          for e in c.elts if isinstance(e, ast.Constant)]
+                if set(names) & set(FAMILIES):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_imports_flow_one_way():
+    """envs/ imports nothing from glimpse; models import no training, evaluation or report code;
+    and no two modules import each other, directly or round a longer circle."""
+    modules = {_module(p): _imports(p) for d in ("envs", "glimpse") for p in (ROOT / d).rglob("*.py")}
+    for name, imported in modules.items():
+        if name.startswith("envs"):
+            assert not {i for i in imported if i.split(".")[0] == "glimpse"}, name
+        if name.startswith("glimpse.models"):
+            above = {i for i in imported if i.startswith("glimpse.") and not i.startswith(("glimpse.models", "glimpse.viz"))}
+            assert not above, (name, above)
+
+    def edges(name):  # the modules of the lab that ``name`` imports by name
+        return {i for i in modules[name] if i in modules} - {name}
+
+    def cycle_from(start):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in edges(node):
+                if nxt == start:
+                    return path
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, path + [nxt]))
+        return None
+
+    circles = [c for c in (cycle_from(m) for m in modules) if c]
+    assert not circles, circles
+
+
+def test_env_ids_and_presets_read_one_table_of_tasks():
+    assert PRESETS is TASKS
+    for env_id, name in envs.ENV_IDS.items():
+        assert gymnasium.spec(env_id).kwargs == TASKS[name]
+    for name, task in TASKS.items():
+        config = resolve_config({"preset": name})
+        assert {k: getattr(config, k) for k in task} == task
+        assert envs.GlimpseTask(**task).first_location == config.first_location  # the defaults agree
+
+
+def test_a_family_states_its_own_task_overrides():
+    assert resolve_config({"mode": "soft", "soft_arch": "sat", "preset": "cluttered60"}).n_glimpses == 4
+    assert resolve_config({"mode": "soft", "soft_arch": "stn", "preset": "cluttered100"}).n_glimpses == 1
+    assert resolve_config({"mode": "soft", "soft_arch": "draw", "preset": "cluttered60"}).n_glimpses == 6
+
+
+def test_hyperparameter_table_lists_only_what_applies():
+    draw = resolve_config({"mode": "soft", "soft_arch": "draw"}).applicable()
+    assert "read_size" in draw and "core" not in draw and "full_arch" not in draw and "attention_weight" not in draw
+    ram = resolve_config({"mode": "hard"}).applicable()
+    assert "core" in ram and "read_size" not in ram and "soft_arch" not in ram
+
+
+def test_a_removed_option_loads_at_its_default_and_is_refused_otherwise(tmp_path, capsys):
+    old = {**TrainConfig().to_dict(), **REMOVED_OPTIONS}
+    assert TrainConfig.from_dict(old) == TrainConfig()
+    with pytest.raises(ValueError, match="learn_std=True: an option this version no longer has"):
+        TrainConfig.from_dict({**old, "learn_std": True})
+
+    # a checkpoint whose model config holds a removed field: loads at the default, refused otherwise
+    family = get_family("draw")
+    model = family.build({"canvas_size": 60})
+    payload = dict(kind="draw", model_config={**model.config.to_dict(), "sigma_units": "pixels", "min_sigma": 0.0},
+                   task=resolve_config({"mode": "soft", "soft_arch": "draw"}).task(), model_state=model.state_dict())
+    save_checkpoint(tmp_path / "old.pt", payload)
+    load_model(tmp_path / "old.pt")
+    save_checkpoint(tmp_path / "stride.pt", {**payload, "model_config": {**payload["model_config"],
+                                                                          "sigma_units": "stride"}})
+    import evaluate
+
+    assert evaluate.main(["--checkpoint", str(tmp_path / "stride.pt"), "--data-dir", "bundled"]) == 2
+    assert "sigma_units='stride'" in capsys.readouterr().err
+
+    # resuming a run whose options include a removed one at another value: refused, exit 2
+    run = tmp_path / "run"
+    last = {**payload, "train_config": {**TrainConfig().to_dict(), "optimizer": "sgd"}, "optimizer_state": {},
+            "step": 1, "best_val_accuracy": 0.0, "best_step": 1, "run_dir": str(run)}
+    save_checkpoint(run / "last.pt", last)
+    assert train.main(["--resume", str(run)]) == 2
+    assert "optimizer='sgd'" in capsys.readouterr().err
+    assert load_checkpoint(run / "last.pt")["step"] == 1  # nothing was written
