@@ -32,19 +32,23 @@ def draw_filterbank_path(canvas, centres, extents, upscale: int = 4, labels: boo
     return draw_box_path(canvas, centres, extents[:, None], upscale, labels)
 
 
-def draw_attention(canvas, attention, label=None, prediction=None, upscale: int = 4) -> np.ndarray:
+def draw_attention(canvas, attention, label=None, prediction=None, upscale: int = 4,
+                   compact: bool = False) -> np.ndarray:
     """One canvas and where a model looked on it: ``attention`` is one item of a batch's
     :class:`glimpse.models.registry.Attention` (``centres`` (T, 2), ``boxes`` (T, S), ``maps``
     (T, gh, gw), ``glimpses`` (T, k, g, g), each or None). Boxes and their path
     (:func:`draw_box_path`), or one heat map per step (:func:`overlay_attention`), and what a
     hard model's sensor returned beside it; above it all, the true ``label`` (white) and the
-    ``prediction`` (green when right, red when wrong), each a digit or a sequence of digits."""
+    ``prediction`` (green when right, red when wrong), each a digit or a sequence of digits.
+    ``compact``: one canvas-sized frame (maps averaged over the steps, no sensor strip), for
+    side-by-side galleries."""
     if attention.maps is not None:
-        picture = overlay_attention(canvas, attention.maps, upscale)
+        maps = attention.maps.mean(0, keepdim=True) if compact else attention.maps
+        picture = overlay_attention(canvas, maps, upscale)
     else:
         picture = draw_box_path(canvas, attention.centres, attention.boxes, upscale,
                                 snap_to_retina=attention.box_rule == "retina")
-        if attention.glimpses is not None:
+        if attention.glimpses is not None and not compact:
             picture = side_by_side([picture, glimpse_strip(attention.glimpses, height=picture.shape[1] // 2)])
     if label is None and prediction is None:
         return picture
@@ -53,15 +57,15 @@ def draw_attention(canvas, attention, label=None, prediction=None, upscale: int 
 
 @torch.no_grad()
 def where_it_looks(family, model, task: dict, images: np.ndarray, labels: np.ndarray | None = None,
-                   draws: dict | None = None) -> list[np.ndarray]:
+                   draws: dict | None = None, compact: bool = False) -> list[np.ndarray]:
     """One :func:`draw_attention` picture per canvas of (N, H, W) uint8 ``images``: ``family`` (a
     registered :class:`glimpse.models.registry.Family`) runs ``model`` on them once, as
     evaluation does (``draws``: its random choices, if any). TensorBoard and the report both
-    draw through here."""
-    look = family.run(model, images, task, draws=draws, record=True)
+    draw through here (the report ``compact``: see :func:`draw_attention`)."""
+    look = family.run(model, images, task, draws=draws, record=not compact)
     attention, predictions = look.attention.cpu(), look.logits.argmax(-1).cpu().numpy()
-    return [draw_attention(images[i], attention[i], None if labels is None else labels[i], predictions[i])
-            for i in range(len(images))]
+    return [draw_attention(images[i], attention[i], None if labels is None else labels[i], predictions[i],
+                           compact=compact) for i in range(len(images))]
 
 
 def _caption(width: int, label, prediction, scale: int = 2) -> np.ndarray:

@@ -34,13 +34,14 @@ DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every",
 
 
 def command(config: dict) -> str:
-    """The train.py options that differ from the preset defaults, in the order of the config."""
+    """The train.py options that apply to the run and differ from the preset's, in the order of the config."""
     from glimpse.training.config import TrainConfig, family_options, resolve_config
 
-    config = TrainConfig.from_dict(config).to_dict()  # today's option names for a run saved under older ones
+    run = TrainConfig.from_dict(config)  # today's option names for a run saved under older ones
+    config = run.applicable()  # a Show-Attend-Tell run has no glimpse sensor to state
     chosen = ("mode", "soft_arch", "full_arch", "preset")
     base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
-    selected = family_options(TrainConfig.from_dict(config).family)
+    selected = family_options(run.family)
     parts = [f"--{name.replace('_', '-')} {value}" for name, value in selected.items()]
     parts.append(f"--preset {config['preset']}")
     for key, value in config.items():

@@ -73,31 +73,32 @@ class ConvNet(nn.Module):
         return {"logits": self.net(images)}
 
 
+class FullImageFamily(Family):
+    """What the two full-image baselines share: no attention, built from the canvas size and
+    --hidden-size."""
+
+    mode = "full"
+    options = ("hidden_size",)
+
+    def model_config(self, config) -> dict:
+        return self.Config(canvas_size=config.canvas_size, hidden_size=config.hidden_size).to_dict()
+
+
 @register
-class FCFamily(Family):
+class FCFamily(FullImageFamily):
     name = "fc"
     title = "fully connected net"
-    mode = "full"
     Config = FCConfig
     Model = FullyConnectedNet
-    options = ("hidden_size",)
     paper_error = "11.96"
     report_epochs = 30
 
-    def model_config(self, config) -> dict:
-        return FCConfig(canvas_size=config.canvas_size, hidden_size=config.hidden_size).to_dict()
-
 
 @register
-class ConvFamily(Family):
+class ConvFamily(FullImageFamily):
     name = "cnn"
     title = "full-image CNN"
-    mode = "full"
     Config = ConvConfig
     Model = ConvNet
-    options = ("hidden_size",)
     paper_error = "8.09"
     report_epochs = 20
-
-    def model_config(self, config) -> dict:
-        return ConvConfig(canvas_size=config.canvas_size, hidden_size=config.hidden_size).to_dict()

@@ -151,7 +151,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
                                task["n_clutter"], task["centred_digit"], TEST_SEED)
     gallery_rows = [(g.experiment.label.replace(" (", "\n("),
                      where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
-                                    gallery.labels))
+                                    gallery.labels, compact=True))
                     for g in present if g.experiment in FAMILIES and get_family(g.runs[0]["kind"]).has_attention]
     if gallery_rows:
         figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")

@@ -95,7 +95,7 @@ def attention_gallery(rows: list[tuple[str, list[np.ndarray]]], labels: np.ndarr
             if r == 0:
                 ax.set_title(f"digit {labels[c]}", fontsize=9)
     fig.suptitle("Where each model looks, same test canvases (boxes: first step cyan ... last red; "
-                 "maps: one per step; above: true and predicted label)", fontsize=9)
+                 "maps: averaged over the steps; above: true and predicted label)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -34,10 +34,10 @@ class TrainConfig:
     mode: str = _opt("hard", "hard: RAM trained with REINFORCE through the env; soft: a soft-attention model "
                      "(--soft-arch) trained by backpropagation; full: a baseline that reads the whole image "
                      "(--full-arch, no attention)", MODES)
-    soft_arch: str = _opt("sat", "soft-attention model (mode soft): draw (DRAW's filterbank read), sat "
-                          "(Show-Attend-Tell over CNN features) or stn (Spatial Transformer crop)", SOFT_ARCHS)
-    full_arch: str = _opt("cnn", "full-image baseline (mode full): cnn (the paper's conv net: 8 10x10 filters, "
-                          "stride 5, then 256 units) or fc (2 layers of 256)", FULL_ARCHS)
+    soft_arch: str = _opt("sat", "soft-attention family (mode soft): " + ", ".join(
+        f"{f.name} ({f.title.split(' (')[0]})" for f in list_families("soft")), SOFT_ARCHS)
+    full_arch: str = _opt("cnn", "full-image baseline (mode full): " + ", ".join(
+        f"{f.name} ({f.title.split(' (')[0]})" for f in list_families("full")), FULL_ARCHS)
     preset: str = _opt("cluttered60", "task and model sizes of a paper setting; any option below overrides "
                        "it", None)
     # the task (canvas recipe and sensor)
@@ -45,11 +45,12 @@ class TrainConfig:
     n_clutter: int = _opt(4, "8x8 clutter pieces per canvas")
     centred_digit: bool = _opt(False, "put the digit in the centre (plain MNIST) instead of at random")
     n_digits: int = _opt(1, "digits per canvas, at random non-overlapping places, labelled left to right; more "
-                         "than 1 is read out as a sequence, --n-glimpses steps per digit, by RAM (--mode hard) "
-                         "or Show-Attend-Tell (--mode soft --soft-arch sat)")
+                         "than 1 is read out as a sequence, --n-glimpses steps per digit, by the families that "
+                         "read sequences: " + ", ".join(f.name for f in list_families() if f.reads_several_digits))
     glimpse_size: int = _opt(12, "hard: side g of each glimpse scale, in pixels")
     n_scales: int = _opt(3, "hard: scales per glimpse, each twice as wide as the previous")
-    n_glimpses: int = _opt(6, "glimpses per image (RAM, DRAW) or attention steps (Show-Attend-Tell)")
+    n_glimpses: int = _opt(6, "glimpses, reads, attention steps or crops per digit (families that need other "
+                           "counts than a preset's say so: see glimpse/models/)")
     first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
     # RAM
     core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
