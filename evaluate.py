@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{Path(args.checkpoint).name} ({result['kind']}) on {result['images']}")
     print(f"accuracy {result['accuracy']:.4f}, error {100 * result['error']:.2f} %, n={result['n']}; "
           f"{result['evaluation']}; {result['images_per_second']:.0f} images/s")
+    print(result["provenance"])
     if "digit_accuracy" in result:
         print(f"{result['n_digits']} digits per canvas: accuracy counts canvases with every digit right; "
               f"per digit {result['digit_accuracy']:.4f}")

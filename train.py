@@ -7,7 +7,8 @@
     torchrun --nproc_per_node=4 train.py --batch-size 128      # 4 processes, 32 images each
 
 Ends by printing the test accuracy of the best (validation-selected) checkpoint and where the
-TensorBoard logs went. Exit codes: 0 done, 1 training diverged, 2 bad input, 130 interrupted.
+TensorBoard logs went. Exit codes: 0 done, 1 training diverged, 2 bad input (an option, a file, a
+run directory in use, a checkpoint that cannot be written), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from envs.data import DataError
 from glimpse.training import distributed
 from glimpse.checkpoint import CheckpointError, load_checkpoint
 from glimpse.training.config import TrainConfig, build_parser, config_from_args
-from glimpse.training.loop import TrainingDiverged, _last_checkpoint, train
+from glimpse.training.loop import CheckpointWriteError, TrainingDiverged, _last_checkpoint, train
 
 RESUMABLE_OVERRIDES = ("epochs", "max_steps", "threads", "device")
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         config = resumed_config(args) if args.resume else config_from_args(args)
         result = train(config, resume=args.resume)
         main_process, finished = distributed.is_main(), True
-    except (ValueError, DataError, CheckpointError, FileExistsError) as exc:
+    except (ValueError, DataError, CheckpointError, CheckpointWriteError, FileExistsError) as exc:
         return fail(exc)
     except TrainingDiverged as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -17,7 +17,7 @@ import numpy as np
 
 DIGIT_SIZE = 28
 CLUTTER_SIZE = 8
-MAX_PLACEMENT_ROUNDS = 10_000  # rejection-sampling rounds before a canvas is declared too small
+MAX_PLACEMENT_ROUNDS = 1_000  # rejection-sampling rounds before a canvas takes a layout that cannot fail
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,17 @@ def digits_that_fit(canvas_size: int) -> int:
 
 
 def non_overlapping_positions(rng: np.random.Generator, n: int, n_digits: int, canvas_size: int) -> np.ndarray:
-    """(n, n_digits, 2) top-left corners of digits that do not overlap, uniform over such layouts:
-    canvases with any overlapping pair are redrawn whole until none is left."""
+    """(n, n_digits, 2) top-left corners of digits that do not overlap, never failing for a count
+    that :func:`digits_that_fit` allows.
+
+    Uniform over such layouts: canvases with any overlapping pair are redrawn whole. A canvas
+    still overlapping after MAX_PLACEMENT_ROUNDS (which happens only where the digits nearly
+    fill the canvas, e.g. 4 on 56x56) takes a layout that cannot fail instead: distinct random
+    cells of the grid of ``canvas_size // 28`` cells a side, all shifted by one random offset
+    within the grid's slack, so that no two digits meet."""
+    if n_digits > digits_that_fit(canvas_size):
+        raise ValueError(f"at most {digits_that_fit(canvas_size)} non-overlapping {DIGIT_SIZE}x{DIGIT_SIZE} digits "
+                         f"fit on a {canvas_size}x{canvas_size} canvas, asked for {n_digits}")
     high = canvas_size - DIGIT_SIZE + 1
     xy = rng.integers(0, high, size=(n, n_digits, 2))
     pairs = np.triu_indices(n_digits, 1)
@@ -126,8 +135,12 @@ def non_overlapping_positions(rng: np.random.Generator, n: int, n_digits: int, c
         if not bad.any():
             return xy
         xy[bad] = rng.integers(0, high, size=(int(bad.sum()), n_digits, 2))
-    raise ValueError(f"could not place {n_digits} non-overlapping {DIGIT_SIZE}x{DIGIT_SIZE} digits on a "
-                     f"{canvas_size}x{canvas_size} canvas in {MAX_PLACEMENT_ROUNDS} tries: use a larger canvas")
+    side = canvas_size // DIGIT_SIZE
+    stuck = int(bad.sum())
+    cells = np.argsort(rng.random((stuck, side * side)), axis=1)[:, :n_digits]  # distinct cells per canvas
+    offset = rng.integers(0, canvas_size - side * DIGIT_SIZE + 1, size=(stuck, 1, 2))
+    xy[bad] = np.stack([cells % side, cells // side], -1) * DIGIT_SIZE + offset
+    return xy
 
 
 def fixed_canvas_set(digits, labels, canvas_size: int, n_clutter: int, centred: bool, seed: int,

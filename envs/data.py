@@ -14,6 +14,7 @@ Every directory is in torchvision's layout: ``<dir>/MNIST/raw/train-images-idx3-
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import socket
 import sys
@@ -61,6 +62,15 @@ class MNISTSplits:
     test: Digits
     source: str  # human-readable: which files these digits came from
     is_subset: bool
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """sha256 of every split's images and labels, in order: which digits a model saw."""
+        h = hashlib.sha256()
+        for digits in (self.train, self.val, self.test):
+            h.update(digits.images.tobytes())
+            h.update(digits.labels.tobytes())
+        return h.hexdigest()
 
     def split(self, name: str) -> Digits:
         if name not in SPLITS:

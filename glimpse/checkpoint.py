@@ -4,12 +4,14 @@ A checkpoint is a dict of plain Python values and tensors:
 ``format``, ``kind`` and ``model_config`` (enough to rebuild the model), ``task`` (the canvas
 and sensor it was trained for), ``train_config``, ``model_state``, optionally
 ``optimizer_state``, ``step``, ``best_val_accuracy``, ``best_step``, ``data_source``,
-``train_seconds`` and ``history`` (one dict per validation: ``step``, ``epoch``,
-``val_accuracy``, ``train_seconds`` so far), the run's learning curve.
+``train_seconds``, ``history`` (one dict per validation: ``step``, ``epoch``,
+``val_accuracy``, ``train_seconds`` so far), the run's learning curve, and ``provenance``
+(:func:`provenance`: the commit, torch version, device and data it was trained with).
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -23,6 +25,36 @@ REQUIRED_KEYS = ("format", "kind", "model_config", "task", "model_state")
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable, or not one of ours."""
+
+
+def code_version() -> str:
+    """The git commit of this code ('+changes' when the working tree differs from it), or 'unknown'."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        def git(*args):
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True).stdout
+
+        commit = git("rev-parse", "HEAD").strip()
+        changed = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        return commit + ("+changes" if changed else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+
+
+def provenance(device, data_digest: str) -> dict:
+    """Where a model came from: the commit, torch version and device it was trained with, and a
+    hash of its digits (envs.data.MNISTSplits.digest)."""
+    return {"commit": code_version(), "torch": str(torch.__version__), "device": str(device),
+            "data_sha256": data_digest}
+
+
+def describe_provenance(payload: dict) -> str:
+    """One line for evaluate.py."""
+    origin = payload.get("provenance")
+    if not origin:
+        return "provenance: not recorded (trained before checkpoints recorded it)"
+    return (f"trained at commit {origin['commit']} with torch {origin['torch']} on {origin['device']}; "
+            f"data sha256 {origin['data_sha256'][:16]}...")
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
@@ -66,4 +98,9 @@ def load_model(path: str | os.PathLike):
         model.load_state_dict(payload["model_state"])
     except (ValueError, RuntimeError, KeyError) as exc:
         raise CheckpointError(f"{path}: weights do not fit a {payload['kind']} model ({exc})") from exc
+    broken = [name for name, value in payload["model_state"].items()
+              if torch.is_floating_point(value) and not torch.isfinite(value).all()]
+    if broken:
+        raise CheckpointError(f"{path}: weights are not finite (NaN or inf) in {', '.join(broken[:3])}"
+                              f"{' and more' if len(broken) > 3 else ''}: a diverged run's model")
     return model.eval(), payload

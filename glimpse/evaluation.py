@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import time
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,7 @@ from tqdm import tqdm
 from envs.canvas import fixed_canvas_set
 from envs.data import load_mnist
 from glimpse.inference import predict_probabilities, read_right
-from glimpse.checkpoint import load_model
+from glimpse.checkpoint import describe_provenance, load_model
 from glimpse.models import get_family
 
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
@@ -28,8 +30,8 @@ def load_images(path: str | Path, canvas_size: int, n_digits: int = 1) -> tuple[
     try:
         archive = np.load(path, allow_pickle=False)
         arrays = {name: archive[name] for name in archive.files} if hasattr(archive, "files") else None
-    except (OSError, EOFError, ValueError) as exc:  # missing file, not a zip, pickled objects
-        raise ValueError(f"cannot read {path} as .npz ({exc})") from exc
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:  # missing, truncated, not a zip
+        raise ValueError(f"cannot read {path} as .npz ({type(exc).__name__}: {exc})") from exc
     if arrays is None or "images" not in arrays or "labels" not in arrays:
         found = sorted(arrays) if arrays is not None else "a bare array"
         raise ValueError(f"{path} must hold arrays 'images' and 'labels', it has {found}")
@@ -85,6 +87,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
               "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),
+              "provenance": describe_provenance(payload),
               "train_config": payload.get("train_config", {})}
     if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right
         result["digit_accuracy"] = float((predictions == labels).mean())

@@ -57,7 +57,7 @@ def test_fixed_set_uses_every_digit_and_is_seeded(bundled):
 
 def test_a_canvas_too_small_for_the_digits_is_a_clear_error():
     images, labels = numbered_pool(4)
-    with pytest.raises(ValueError, match="could not place 2 non-overlapping 28x28 digits on a 40x40 canvas"):
+    with pytest.raises(ValueError, match="at most 1 non-overlapping 28x28 digits fit on a 40x40 canvas, asked for 2"):
         make_canvases(np.random.default_rng(0), images, labels, np.arange(4), 40, 0, n_digits=2)
     with pytest.raises(ValueError, match="centred"):
         make_canvases(np.random.default_rng(0), images, labels, np.arange(4), 60, 0, centred=True, n_digits=2)

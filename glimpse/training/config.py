@@ -7,6 +7,8 @@ the task table of envs/task.py; a family that needs other task settings says so 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
 from dataclasses import InitVar, asdict, dataclass, field, fields
 
@@ -18,6 +20,8 @@ SOFT_ARCHS = tuple(f.name for f in list_families("soft"))
 FULL_ARCHS = tuple(f.name for f in list_families("full"))
 HARD_FAMILY = list_families("hard")[0].name  # --mode hard trains the one hard-attention family
 PRESETS = TASKS
+MAX_BATCH = 60_000  # MNIST's training digits: no batch can be larger (the loaded split is checked too)
+MAX_THREADS = 1024
 # Options of earlier versions whose experiments are over (their findings are in docs/), with the
 # value that behaves as this version does: a run or checkpoint that used them at that value loads.
 REMOVED_OPTIONS = {"learn_std": False, "location_hidden": 0, "reinforce_weight": 1.0, "baseline_weight": 1.0,
@@ -110,14 +114,8 @@ class TrainConfig:
             choices = f.metadata.get("choices")
             if choices and getattr(self, f.name) not in choices:
                 raise ValueError(f"--{f.name.replace('_', '-')} must be one of {choices}, got {getattr(self, f.name)!r}")
-        for name in ("batch_size", "epochs", "n_glimpses", "hidden_size", "eval_batch_size", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        for name in ("lr", "location_std"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
-        if self.location_std_final < 0:
-            raise ValueError(f"--location-std-final must be >= 0, got {self.location_std_final}")
+        self._check_numbers()
+        self._check_run_name()
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
         family = self.family
@@ -137,6 +135,47 @@ class TrainConfig:
         except ValueError as exc:
             flags = ", ".join(f"--{name.replace('_', '-')}" for name in family.options)
             raise ValueError(f"{family.name} options ({flags}): {exc}") from exc
+
+    def _check_numbers(self) -> None:
+        """Ranges and finiteness of every numeric option, before anything is loaded or created."""
+        def flag(name):
+            return "--" + name.replace("_", "-")
+
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{flag(f.name)} must be an integer, got {value!r}")
+            if f.type in ("float", float) and not math.isfinite(value):
+                raise ValueError(f"{flag(f.name)} must be a finite number, got {value}")
+        for name in ("batch_size", "epochs", "n_glimpses", "hidden_size", "eval_batch_size", "log_every",
+                     "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{flag(name)} must be >= 1, got {getattr(self, name)}")
+        for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
+        for name in ("lr", "location_std"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{flag(name)} must be > 0, got {getattr(self, name)}")
+        for name in ("location_std_final", "grad_clip", "attention_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
+        if self.seed >= 2**32:
+            raise ValueError(f"--seed must be below 2**32, got {self.seed}")
+        if self.batch_size > MAX_BATCH or self.eval_batch_size > MAX_BATCH:
+            name = "batch_size" if self.batch_size > MAX_BATCH else "eval_batch_size"
+            raise ValueError(f"{flag(name)} {getattr(self, name)} is more than MNIST has training digits "
+                             f"({MAX_BATCH})")
+        if self.threads > MAX_THREADS:
+            raise ValueError(f"--threads {self.threads} is more than this library allows ({MAX_THREADS})")
+
+    def _check_run_name(self) -> None:
+        """A run name names one directory inside --run-dir: no separators, no '.' or '..'."""
+        name = self.run_name
+        if name is None:
+            return
+        if not name or name in (".", "..") or any(sep in name for sep in ("/", "\\", os.sep)) or "\0" in name:
+            raise ValueError(f"--run-name must be a plain name (no path separators, not '.' or '..'), got {name!r}")
 
     @property
     def family(self) -> Family:

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from envs.data import MNISTSplits, load_mnist
-from glimpse.checkpoint import load_checkpoint, save_checkpoint
+from glimpse.checkpoint import load_checkpoint, provenance, save_checkpoint
 from glimpse.evaluation import fixed_set
 from glimpse.inference import predict_probabilities, read_right
 from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary
@@ -30,6 +30,7 @@ from glimpse.training import distributed
 from glimpse.training.config import TrainConfig
 from glimpse.training.hard import HardAttentionLearner
 from glimpse.training.learner import Learner, cosine, pictures
+from glimpse.training.rundir import RunDirectory
 from glimpse.training.soft import BackpropLearner
 from glimpse.training.tensorboard import NullLogger, RunLogger
 
@@ -39,6 +40,19 @@ LEARNERS = {"hard": HardAttentionLearner, "soft": BackpropLearner, "full": Backp
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (a full disk, say); the previous one is intact."""
+
+
+def write_checkpoint(path: Path, payload: dict) -> None:
+    """:func:`save_checkpoint`, with a failure to write turned into a stop that says what is left."""
+    try:
+        save_checkpoint(path, payload)
+    except OSError as exc:
+        kept = f"the previous {path.name} is intact" if path.exists() else f"no {path.name} was written"
+        raise CheckpointWriteError(f"could not write {path} ({exc.strerror or exc}); {kept}") from exc
 
 
 @dataclass
@@ -137,141 +151,156 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         nearest = config.batch_size // world * world or world
         raise ValueError(f"--batch-size {config.batch_size} is the global batch and must be divisible by the "
                          f"number of processes ({world}): try --batch-size {nearest}")
-    if resumed is not None:
-        run_dir = Path(resumed["run_dir"])
+    if resumed is not None:  # the directory given, wherever the run has moved since
+        run_dir = _last_checkpoint(resume).parent
     else:
+        if Path(config.run_dir).exists() and not Path(config.run_dir).is_dir():
+            raise ValueError(f"--run-dir {config.run_dir} is a file, not a directory")
         run_dir = Path(config.run_dir) / (config.run_name or default_run_name(config))
         if (run_dir / "last.pt").exists():
             raise FileExistsError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
                                   f"or choose another --run-name")
-    torch.manual_seed(config.seed)
-    data = load_mnist(config.data_dir)
-    learner = make_learner(config, data, device, rank, world)
-    optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
-    n_train = len(data.train)
-    if n_train < config.batch_size:
-        raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
-    steps_per_epoch = n_train // config.batch_size
-    schedule_steps = config.epochs * steps_per_epoch  # the schedule ignores --max-steps, a mere cap
-    total_steps = min(schedule_steps, config.max_steps) if config.max_steps else schedule_steps
-    val_every = config.val_every or steps_per_epoch
-    val_set, test_set = fixed_sets(learner.task, data)
-    picture_canvases = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
+    owner = RunDirectory(run_dir).acquire() if main else None  # rank 0 holds it for the group
+    try:  # a start that fails before training leaves no directory behind
+        torch.manual_seed(config.seed)
+        data = load_mnist(config.data_dir)
+        learner = make_learner(config, data, device, rank, world)
+        optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
+        n_train = len(data.train)
+        if n_train < config.batch_size:
+            raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
+        steps_per_epoch = n_train // config.batch_size
+        schedule_steps = config.epochs * steps_per_epoch  # the schedule ignores --max-steps, a mere cap
+        total_steps = min(schedule_steps, config.max_steps) if config.max_steps else schedule_steps
+        val_every = config.val_every or steps_per_epoch
+        val_set, test_set = fixed_sets(learner.task, data)
+        picture_canvases = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
 
-    start_step, best_val, best_step, elapsed = 0, -1.0, -1, 0.0
-    history: list[dict] = []  # one entry per validation: the learning curve, kept in the checkpoints
-    if resumed is not None:
-        learner.model.load_state_dict(resumed["model_state"])
-        optimizer.load_state_dict(resumed["optimizer_state"])
-        start_step, best_val, best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
-        elapsed = resumed.get("train_seconds", 0.0)
-        history = list(resumed.get("history", []))
-    if world > 1:
-        # DDP averages the gradients of the processes' equal-sized slices during backward: the
-        # gradient of the global-batch mean. RAM calls the model once per glimpse before one
-        # backward; that is fine for DDP, because each parameter's gradient is accumulated (and
-        # its reducer hook fires) once per backward however often the parameter was used, and
-        # every parameter gets a gradient (REINFORCE trains the location net, its squared error
-        # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
-        learner.forward = torch.nn.parallel.DistributedDataParallel(
-            learner.model, device_ids=[device] if device.type == "cuda" else None,
-            find_unused_parameters=config.random_glimpses)  # random glimpses leave the policy unused
+        start_step, best_val, best_step, elapsed = 0, -1.0, -1, 0.0
+        history: list[dict] = []  # one entry per validation: the learning curve, kept in the checkpoints
+        if resumed is not None:
+            learner.model.load_state_dict(resumed["model_state"])
+            optimizer.load_state_dict(resumed["optimizer_state"])
+            start_step, best_val, best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
+            elapsed = resumed.get("train_seconds", 0.0)
+            history = list(resumed.get("history", []))
+        if world > 1:
+            # DDP averages the gradients of the processes' equal-sized slices during backward: the
+            # gradient of the global-batch mean. RAM calls the model once per glimpse before one
+            # backward; that is fine for DDP, because each parameter's gradient is accumulated (and
+            # its reducer hook fires) once per backward however often the parameter was used, and
+            # every parameter gets a gradient (REINFORCE trains the location net, its squared error
+            # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
+            learner.forward = torch.nn.parallel.DistributedDataParallel(
+                learner.model, device_ids=[device] if device.type == "cuda" else None,
+                find_unused_parameters=config.random_glimpses)  # random glimpses leave the policy unused
 
-    def payload(step: int, with_optimizer: bool) -> dict:
-        out = dict(kind=learner.family.name, model_config=learner.model_config, task=learner.task,
-                   train_config=config.to_dict(), model_state=learner.model.state_dict(), step=step,
-                   best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
-                   run_dir=str(run_dir), train_seconds=elapsed + (time.perf_counter() - t_start),
-                   history=history)
-        if with_optimizer:
-            out["optimizer_state"] = optimizer.state_dict()
-        return out
-
-    logger = RunLogger(run_dir, config, data.source, purge_step=start_step) if main else NullLogger()
-    say = (lambda *a: None) if quiet or not main else (lambda msg: tqdm.write(msg, file=sys.stderr))
-    where = f"{world} processes on {device.type}" if world > 1 else str(device)
-    what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
-    say(f"[glimpse] {what} ({learner.family.name}), {data.source}, {where}; run {run_dir}")
-    if resumed is not None:
-        say(f"[glimpse] resuming at step {start_step}/{total_steps}")
-    learner.model.train()
-    t_start = time.perf_counter()
-    window_start, window_images = time.perf_counter(), 0
-    step = start_step
-    bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
-               unit="step", dynamic_ncols=True, disable=quiet or not main or None)
-    try:
-        for step in bar:
-            lr = learning_rate(config, step, schedule_steps)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            scheduled = learner.schedule(step / schedule_steps)
-            indices = batch_indices(config.seed, step, n_train, config.batch_size)
-            loss, metrics = learner.loss(indices, step_seed(config.seed, step))
-            if not _finite_everywhere(loss):
-                raise TrainingDiverged(
-                    f"loss became {loss.item()} at step {step} (epoch {step / steps_per_epoch:.2f}); stopping. "
-                    f"The last good checkpoint is {run_dir / 'last.pt'}: try a lower --lr or --grad-clip.")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip > 0:
-                metrics["charts/grad_norm"] = torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
-            optimizer.step()
-            window_images += len(indices)
-            done = step + 1
-            if done % config.log_every == 0 or done == total_steps:
-                now = time.perf_counter()
-                scalars = _mean_over_processes(metrics, device)
-                scalars.update({**scheduled, "charts/learning_rate": lr, "charts/epoch": done / steps_per_epoch,
-                                "charts/images_per_second": window_images / (now - window_start)})
-                logger.scalars(scalars, done)
-                bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['charts/accuracy']:.3f}",
-                                best_val=f"{max(best_val, 0):.4f}")
-                window_start, window_images = now, 0
-            if main and config.image_every and done % config.image_every == 0:
-                logger.images(pictures(learner, *picture_canvases), done)
-            if done % val_every == 0 or done == total_steps:
-                if not main:  # rank 0 validates and checkpoints; the others wait for it
-                    distributed.barrier()
-                    continue
-                val_scalars = validate(learner, val_set, config.eval_batch_size)
-                val_acc = val_scalars["charts/val_accuracy"]
-                logger.scalars({**val_scalars, "charts/val_error": 1 - val_acc}, done)
-                history.append({"step": done, "epoch": done / steps_per_epoch, "val_accuracy": val_acc,
-                                "train_seconds": elapsed + (time.perf_counter() - t_start)})
-                logger.images(pictures(learner, *picture_canvases), done)
-                if val_acc > best_val:
-                    best_val, best_step = val_acc, done
-                    save_checkpoint(run_dir / "best.pt", payload(done, with_optimizer=False))
-                save_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
-                say(f"[glimpse] step {done} epoch {done / steps_per_epoch:.2f}: val accuracy {val_acc:.4f} "
-                    f"(best {best_val:.4f} at step {best_step})")
-                distributed.barrier()
-            elif main and done % config.checkpoint_every == 0:
-                save_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
-    except KeyboardInterrupt:
-        bar.close()
-        logger.close()
-        say(f"\n[glimpse] interrupted; the last checkpoint is {run_dir / 'last.pt'}. "
-            f"Continue with: python train.py --resume {run_dir}")
+    except BaseException:
+        if owner is not None:
+            owner.discard_if_new()
         raise
-    bar.close()
-    elapsed += time.perf_counter() - t_start
+    try:
+        origin = provenance(device, data.digest)
 
-    test_acc = 0.0
-    if main:
-        best = load_checkpoint(run_dir / "best.pt")
-        learner.model.load_state_dict(best["model_state"])
-        test_acc = accuracy(learner, test_set.images, test_set.labels, config.eval_batch_size, "test")
-        logger.scalars({"charts/test_accuracy": test_acc}, total_steps)
-        best["test_accuracy"] = test_acc
-        best["train_seconds"] = elapsed
-        best["history"] = history  # the whole learning curve, not only up to the best step
-        save_checkpoint(run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
-    logger.close()
-    best_val, test_acc = distributed.broadcast_floats([best_val, test_acc], device)
-    return TrainResult(run_dir, run_dir / "best.pt", best_val, test_acc, len(test_set.labels), total_steps, elapsed,
-                       data.source)
+        def payload(step: int, with_optimizer: bool) -> dict:
+            out = dict(kind=learner.family.name, model_config=learner.model_config, task=learner.task,
+                       train_config=config.to_dict(), model_state=learner.model.state_dict(), step=step,
+                       best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
+                       run_dir=str(run_dir.resolve()), provenance=origin,
+                       train_seconds=elapsed + (time.perf_counter() - t_start), history=history)
+            if with_optimizer:
+                out["optimizer_state"] = optimizer.state_dict()
+            return out
+
+        logger = RunLogger(run_dir, config, data.source, purge_step=start_step) if main else NullLogger()
+        say = (lambda *a: None) if quiet or not main else (lambda msg: tqdm.write(msg, file=sys.stderr))
+        where = f"{world} processes on {device.type}" if world > 1 else str(device)
+        what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
+        say(f"[glimpse] {what} ({learner.family.name}), {data.source}, {where}; run {run_dir}")
+        if resumed is not None:
+            say(f"[glimpse] resuming at step {start_step}/{total_steps}")
+        learner.model.train()
+        t_start = time.perf_counter()
+        window_start, window_images = time.perf_counter(), 0
+        step = start_step
+        bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
+                   unit="step", dynamic_ncols=True, disable=quiet or not main or None)
+        try:
+            for step in bar:
+                lr = learning_rate(config, step, schedule_steps)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                scheduled = learner.schedule(step / schedule_steps)
+                indices = batch_indices(config.seed, step, n_train, config.batch_size)
+                loss, metrics = learner.loss(indices, step_seed(config.seed, step))
+                if not _finite_everywhere(loss):
+                    raise TrainingDiverged(
+                        f"loss became {loss.item()} at step {step} (epoch {step / steps_per_epoch:.2f}); stopping. "
+                        + (f"The last good checkpoint is {run_dir / 'last.pt'}" if (run_dir / "last.pt").exists()
+                           else "No checkpoint was written yet") + ": try a lower --lr or --grad-clip.")
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.grad_clip > 0:
+                    metrics["charts/grad_norm"] = torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
+                optimizer.step()
+                window_images += len(indices)
+                done = step + 1
+                if done % config.log_every == 0 or done == total_steps:
+                    now = time.perf_counter()
+                    scalars = _mean_over_processes(metrics, device)
+                    scalars.update({**scheduled, "charts/learning_rate": lr, "charts/epoch": done / steps_per_epoch,
+                                    "charts/images_per_second": window_images / (now - window_start)})
+                    logger.scalars(scalars, done)
+                    bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['charts/accuracy']:.3f}",
+                                    best_val=f"{max(best_val, 0):.4f}")
+                    window_start, window_images = now, 0
+                if main and config.image_every and done % config.image_every == 0:
+                    logger.images(pictures(learner, *picture_canvases), done)
+                if done % val_every == 0 or done == total_steps:
+                    if not main:  # rank 0 validates and checkpoints; the others wait for it
+                        distributed.barrier()
+                        continue
+                    val_scalars = validate(learner, val_set, config.eval_batch_size)
+                    val_acc = val_scalars["charts/val_accuracy"]
+                    logger.scalars({**val_scalars, "charts/val_error": 1 - val_acc}, done)
+                    history.append({"step": done, "epoch": done / steps_per_epoch, "val_accuracy": val_acc,
+                                    "train_seconds": elapsed + (time.perf_counter() - t_start)})
+                    logger.images(pictures(learner, *picture_canvases), done)
+                    if val_acc > best_val:
+                        best_val, best_step = val_acc, done
+                        write_checkpoint(run_dir / "best.pt", payload(done, with_optimizer=False))
+                    write_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
+                    say(f"[glimpse] step {done} epoch {done / steps_per_epoch:.2f}: val accuracy {val_acc:.4f} "
+                        f"(best {best_val:.4f} at step {best_step})")
+                    distributed.barrier()
+                elif main and done % config.checkpoint_every == 0:
+                    write_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
+        except KeyboardInterrupt:
+            bar.close()
+            logger.close()
+            say(f"\n[glimpse] interrupted; the last checkpoint is {run_dir / 'last.pt'}. "
+                f"Continue with: python train.py --resume {run_dir}")
+            raise
+        bar.close()
+        elapsed += time.perf_counter() - t_start
+
+        test_acc = 0.0
+        if main:
+            best = load_checkpoint(run_dir / "best.pt")
+            learner.model.load_state_dict(best["model_state"])
+            test_acc = accuracy(learner, test_set.images, test_set.labels, config.eval_batch_size, "test")
+            logger.scalars({"charts/test_accuracy": test_acc}, total_steps)
+            best["test_accuracy"] = test_acc
+            best["train_seconds"] = elapsed
+            best["history"] = history  # the whole learning curve, not only up to the best step
+            write_checkpoint(run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
+        logger.close()
+        best_val, test_acc = distributed.broadcast_floats([best_val, test_acc], device)
+        return TrainResult(run_dir, run_dir / "best.pt", best_val, test_acc, len(test_set.labels), total_steps, elapsed,
+                           data.source)
+    finally:
+        if owner is not None:
+            owner.release()
 
 
 def _finite_everywhere(loss: torch.Tensor) -> bool:

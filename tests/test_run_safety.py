@@ -1,0 +1,185 @@
+"""Runs that cannot collide, escape or mislead: every flag checked before anything is created,
+a run directory owned by one process, files that fail cleanly, layouts refused at make."""
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+import evaluate
+import train
+from glimpse.checkpoint import load_checkpoint, save_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--batch-size", "32",
+         "--eval-batch-size", "1000", "--image-every", "0"]
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
+    (["--checkpoint-every", "-1"], "--checkpoint-every must be >= 1"),
+    (["--threads", "-1"], "--threads must be >= 0"),
+    (["--batch-size", "1000000000"], "--batch-size 1000000000 is more than MNIST has"),
+    (["--eval-batch-size", "0"], "--eval-batch-size must be >= 1"),
+    (["--max-steps", "-1"], "--max-steps must be >= 0"),
+    (["--seed", "-1"], "--seed must be >= 0"),
+    (["--seed", str(2**40)], "--seed must be below 2**32"),
+    (["--lr", "inf"], "--lr must be a finite number"),
+    (["--lr", "nan"], "--lr must be a finite number"),
+    (["--location-std", "nan"], "--location-std must be a finite number"),
+    (["--grad-clip", "-1"], "--grad-clip must be >= 0"),
+    (["--warmup-steps", "-5"], "--warmup-steps must be >= 0"),
+    (["--run-name", "../../x"], "--run-name must be a plain name"),
+    (["--run-name", "a/b"], "--run-name must be a plain name"),
+    (["--run-name", ".."], "--run-name must be a plain name"),
+    (["--n-digits", "5", "--preset", "cluttered60"], "at most 4 non-overlapping"),
+    (["--mode", "soft", "--soft-arch", "stn", "--canvas-size", "28"], "canvas_size must be >= 32"),
+])
+def test_a_bad_flag_is_refused_before_anything_is_created(argv, match, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, *argv, "--run-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
+    assert not runs.exists(), "a refused start must leave no directory behind"
+
+
+def test_a_run_dir_that_is_a_file_is_refused(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert train.main([*QUICK, "--run-dir", str(blocker), "--max-steps", "1"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert blocker.read_text() == "not a directory"
+
+
+def test_a_start_that_fails_after_the_lock_leaves_no_directory(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, "--data-dir", str(tmp_path / "nomnist"), "--run-dir", str(runs),
+                       "--run-name", "r"]) == 2
+    assert "no MNIST" in capsys.readouterr().err
+    assert not (runs / "r").exists()
+
+
+HOLDER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from glimpse.training.rundir import RunDirectory
+held = RunDirectory(sys.argv[2]).acquire()  # the lock lives as long as this object
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_second_run_on_a_directory_in_use_is_refused_and_a_killed_holder_frees_it(tmp_path, capsys):
+    run = tmp_path / "runs" / "shared"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ROOT), str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        argv = [*QUICK, "--run-dir", str(run.parent), "--run-name", "shared", "--max-steps", "2"]
+        assert train.main(argv) == 2
+        assert f"in use by another run (process {holder.pid})" in capsys.readouterr().err
+        assert not (run / "last.pt").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # the kernel released the lock with the process: no stale lock
+    assert train.main([*QUICK, "--run-dir", str(run.parent), "--run-name", "shared", "--max-steps", "2",
+                       "--checkpoint-every", "1"]) == 0
+    assert load_checkpoint(run / "last.pt")["step"] == 2
+
+
+def test_resume_writes_to_the_directory_given_wherever_the_run_moved(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    argv = [*QUICK, "--run-dir", str(runs), "--run-name", "m", "--max-steps", "2", "--checkpoint-every", "1"]
+    assert train.main(argv) == 0
+    (runs / "m").rename(runs / "moved")
+    assert train.main(["--resume", str(runs / "moved"), "--max-steps", "3"]) == 0
+    assert not (runs / "m").exists(), "resume must not recreate the old directory"
+    assert load_checkpoint(runs / "moved" / "last.pt")["step"] == 3
+    assert "moved" in capsys.readouterr().out
+
+
+def test_a_full_disk_stops_the_run_with_the_last_checkpoint_intact(tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "runs"
+    real_save, calls = torch.save, []
+
+    def save(obj, handle, *args, **kwargs):
+        calls.append(1)
+        if len(calls) > 2:  # last.pt at steps 1 and 2 are written, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, handle, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    argv = [*QUICK, "--run-dir", str(runs), "--run-name", "full", "--max-steps", "5", "--checkpoint-every", "1"]
+    assert train.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "the previous last.pt is intact" in err and "Traceback" not in err
+    monkeypatch.setattr(torch, "save", real_save)
+    assert load_checkpoint(runs / "full" / "last.pt")["step"] == 2
+    assert not list((runs / "full").glob("*.tmp")) and not list((runs / "full").glob(".*.tmp"))
+    # a kill in the middle of a write leaves a temporary file: the next start removes it
+    (runs / "full" / ".last.pt.abc123.tmp").write_bytes(b"torn")
+    assert train.main(["--resume", str(runs / "full")]) == 0
+    assert not list((runs / "full").glob(".*.tmp"))
+
+
+def test_a_run_that_diverges_before_any_checkpoint_says_so(tmp_path, monkeypatch, capsys):
+    from glimpse.training import hard
+
+    def poisoned(self, indices, step_seed):
+        loss, metrics = original(self, indices, step_seed)
+        return loss * float("nan"), metrics
+
+    original = hard.HardAttentionLearner.loss
+    monkeypatch.setattr(hard.HardAttentionLearner, "loss", poisoned)
+    assert train.main([*QUICK, "--run-dir", str(tmp_path), "--run-name", "nan", "--max-steps", "3"]) == 1
+    assert "No checkpoint was written yet" in capsys.readouterr().err
+
+
+def test_checkpoints_record_their_provenance_and_evaluate_prints_it(tmp_path, capsys):
+    argv = [*QUICK, "--run-dir", str(tmp_path), "--run-name", "p", "--max-steps", "2"]
+    assert train.main(argv) == 0
+    origin = load_checkpoint(tmp_path / "p" / "best.pt")["provenance"]
+    assert origin["torch"] == torch.__version__ and origin["device"] == "cpu"
+    assert len(origin["data_sha256"]) == 64 and origin["commit"]
+    capsys.readouterr()
+    assert evaluate.main(["--checkpoint", str(tmp_path / "p" / "best.pt"), "--data-dir", "bundled"]) == 0
+    assert f"with torch {torch.__version__} on cpu" in capsys.readouterr().out
+
+
+def test_evaluate_refuses_a_truncated_npz_and_non_finite_weights(tmp_path, capsys):
+    good = tmp_path / "canvases.npz"
+    np.savez_compressed(good, images=np.zeros((4, 60, 60), np.uint8), labels=np.zeros(4, np.int64))
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    shipped = ROOT / "checkpoints" / "sat-cluttered60.pt"
+    assert evaluate.main(["--checkpoint", str(shipped), "--images", str(truncated)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "Traceback" not in err
+
+    payload = load_checkpoint(shipped)
+    payload["model_state"] = {k: v.clone() for k, v in payload["model_state"].items()}
+    next(iter(payload["model_state"].values())).fill_(float("nan"))
+    save_checkpoint(tmp_path / "nan.pt", {k: v for k, v in payload.items() if k != "format"})
+    assert evaluate.main(["--checkpoint", str(tmp_path / "nan.pt"), "--images", str(good)]) == 2
+    assert "weights are not finite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size,digits", [(60, 3), (56, 4)])
+def test_every_digit_count_the_env_accepts_always_places(size, digits):
+    env = gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=64, vectorization_mode="vector_entry_point",
+                             canvas_size=size, n_digits=digits, data_dir="bundled")
+    for seed in range(5):
+        env.reset(seed=seed)
+        xy = env.unwrapped.episodes.digit_xy
+        i, j = np.triu_indices(digits, 1)
+        assert not (np.abs(xy[:, i] - xy[:, j]) < 28).all(-1).any()
+        assert xy.min() >= 0 and xy.max() <= size - 28
+    with pytest.raises(ValueError, match="at most 4"):
+        gymnasium.make("glimpse/ClutteredMNIST60-v0", canvas_size=56, n_digits=5)
