@@ -207,6 +207,14 @@ def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
     np.savez(no_labels, images=np.zeros((3, 60, 60), np.uint8))
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"nope")
+    floats = tmp_path / "floats.npz"
+    np.savez(floats, images=np.zeros((3, 60, 60), np.float32), labels=np.zeros(3, np.int64))
+    bad_labels = tmp_path / "labels.npz"
+    np.savez(bad_labels, images=np.zeros((3, 60, 60), np.uint8), labels=np.array([0, 10, 3]))
+    empty = tmp_path / "empty.npz"
+    np.savez(empty, images=np.zeros((0, 60, 60), np.uint8), labels=np.zeros(0, np.int64))
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, images=np.array([object()], dtype=object), labels=np.zeros(1, np.int64))
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(hard_checkpoint.read_bytes()[:1000])
     cases = [
@@ -215,6 +223,14 @@ def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
         (["--checkpoint", str(hard_checkpoint), "--images", str(garbage)], "cannot read"),
         (["--checkpoint", str(corrupt)], "corrupt"),
         (["--checkpoint", str(tmp_path / "missing.pt")], "does not exist"),
+        (["--checkpoint", str(tmp_path)], "does not exist"),
+        (["--checkpoint", str(hard_checkpoint), "--images", str(floats)], "uint8"),
+        (["--checkpoint", str(hard_checkpoint), "--images", str(bad_labels)], "0..9"),
+        (["--checkpoint", str(hard_checkpoint), "--images", str(empty)], "no images"),
+        (["--checkpoint", str(hard_checkpoint), "--images", str(pickled)], "cannot read"),
+        (["--checkpoint", str(hard_checkpoint), "--images", str(tmp_path)], "cannot read"),
+        (["--checkpoint", str(hard_checkpoint), "--samples", "-1"], "--samples"),
+        (["--checkpoint", str(hard_checkpoint), "--batch-size", "0"], "--batch-size"),
     ]
     for argv, match in cases:
         assert evaluate.main(argv) == 2, argv
