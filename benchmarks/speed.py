@@ -6,7 +6,8 @@
 
 Rows: env steps/s of ClutteredMNIST60-v0 (3 scales of 12x12) batched (vector_entry_point)
 vs gymnasium's sync vectorisation (numpy, on the CPU); training images/s of each model at
-batch 128 on a cluttered preset (--preset, 60x60 by default); evaluation images/s; then the
+batch 128 on a cluttered preset (--preset, 60x60 by default), for every attention family of the
+registry; evaluation images/s; then the
 milliseconds of a training step spent making the data and the loss, in backward, and in the
 optimizer. Targets (2 cores): batched env >= 100,000 steps/s and >= 10x sync; RAM training
 >= 5,000 images/s. Exit code 2 for a bad option.
@@ -25,10 +26,12 @@ from glimpse.cli import fail, markdown_table  # noqa: E402
 from envs.data import DataError, load_mnist  # noqa: E402
 from glimpse.speed import TRAINING_PHASES, env_steps_per_second, eval_images_per_second, training_speed  # noqa: E402
 from glimpse.training import distributed  # noqa: E402
-from glimpse.training.config import resolve_config  # noqa: E402
+from glimpse.models import list_families  # noqa: E402
+from glimpse.training.config import family_options, resolve_config  # noqa: E402
 
-MODELS = (("RAM (hard)", {"mode": "hard"}, 30), ("DRAW (soft)", {"mode": "soft", "soft_arch": "draw"}, 10),
-          ("Show-Attend-Tell (soft)", {"mode": "soft", "soft_arch": "sat"}, 4))
+# every registered attention family, with how many training steps to time (RAM's are the cheapest)
+MODELS = tuple((f.title, family_options(f), 30 if f.mode == "hard" else 10)
+               for f in list_families() if f.has_attention)
 
 
 def main(argv: list[str] | None = None) -> int:
