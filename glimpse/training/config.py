@@ -22,6 +22,7 @@ HARD_FAMILY = list_families("hard")[0].name  # --mode hard trains the one hard-a
 PRESETS = TASKS
 MAX_BATCH = 60_000  # MNIST's training digits: no batch can be larger (the loaded split is checked too)
 MAX_THREADS = 1024
+MAX_SAMPLES = 64  # --reinforce-samples: episodes per step are batch x samples
 # Options of earlier versions whose experiments are over (their findings are in docs/), with the
 # value that behaves as this version does: a run or checkpoint that used them at that value loads.
 REMOVED_OPTIONS = {"learn_std": False, "location_hidden": 0, "reinforce_weight": 1.0, "baseline_weight": 1.0,
@@ -69,6 +70,9 @@ class TrainConfig:
     reinforce_into_core: float = _opt(0.0, "hard: share of the REINFORCE gradient that goes on from the location "
                                       "network into the core and glimpse network: 0 stops it there, 1 is the paper; "
                                       "0.1 lets the policy shape the features (see README, Training)")
+    reinforce_samples: int = _opt(1, "hard: sampled trajectories per image, sharing its canvas: 1 uses the learned "
+                                  "baseline; K > 1 uses the mean reward of the image's other K - 1 samples as the "
+                                  "baseline (leave-one-out, Kool et al. 2019); K times the episodes per step")
     # soft attention
     read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
     draw_min_sigma_strides: float = _opt(0.0, "draw: smooth floor on the filters' sigma in strides, so it follows "
@@ -148,7 +152,7 @@ class TrainConfig:
             if f.type in ("float", float) and not math.isfinite(value):
                 raise ValueError(f"{flag(f.name)} must be a finite number, got {value}")
         for name in ("batch_size", "epochs", "n_glimpses", "hidden_size", "eval_batch_size", "log_every",
-                     "checkpoint_every"):
+                     "checkpoint_every", "reinforce_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{flag(name)} must be >= 1, got {getattr(self, name)}")
         for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed"):
@@ -162,6 +166,8 @@ class TrainConfig:
                 raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
         if self.seed >= 2**32:
             raise ValueError(f"--seed must be below 2**32, got {self.seed}")
+        if self.reinforce_samples > MAX_SAMPLES:
+            raise ValueError(f"--reinforce-samples must be at most {MAX_SAMPLES}, got {self.reinforce_samples}")
         if self.batch_size > MAX_BATCH or self.eval_batch_size > MAX_BATCH:
             name = "batch_size" if self.batch_size > MAX_BATCH else "eval_batch_size"
             raise ValueError(f"{flag(name)} {getattr(self, name)} is more than MNIST has training digits "

@@ -24,8 +24,10 @@ class HardAttentionLearner:
         self.model_config = self.family.model_config(config)
         self.model = self.family.build(self.model_config).to(self.device)
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
-        # the training env: one slot per image of this process's share of the minibatch
-        self.env = episode_env({**self.task, "split": "train", "data_dir": config.data_dir}, self.local_batch)
+        # the training env: one slot per trajectory (--reinforce-samples per image) of this process's share
+        self.samples = config.reinforce_samples
+        self.env = episode_env({**self.task, "split": "train", "data_dir": config.data_dir},
+                               self.local_batch * self.samples)
         self.generator = torch.Generator()
 
     def schedule(self, progress: float) -> dict[str, float]:
@@ -44,6 +46,8 @@ class HardAttentionLearner:
         would (first locations, then canvases, from the step's seed; location noise for all
         episodes from the step's generator), and sliced: so N processes take the same steps as
         one process with the same --batch-size, and one process takes the same steps as before.
+        With K = --reinforce-samples > 1 each image is played K times, next to each other, on the
+        same canvas from the same first location; only the sampled locations differ.
         """
         self.generator.manual_seed(step_seed)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
@@ -52,14 +56,20 @@ class HardAttentionLearner:
         first = episodes.first_locations(rng, len(indices), self.task["first_location"])
         batch = episodes.sample_canvases(rng, indices)
 
+        k = self.samples
+
         def noise(mean: torch.Tensor) -> torch.Tensor:
-            draws = torch.randn((len(indices), *mean.shape[1:]), generator=self.generator, dtype=mean.dtype)
-            return draws[lo:hi].to(mean.device)
+            draws = torch.randn((len(indices) * k, *mean.shape[1:]), generator=self.generator, dtype=mean.dtype)
+            return draws[lo * k:hi * k].to(mean.device)
+
+        def per_trajectory(rows: np.ndarray) -> np.ndarray:
+            return np.repeat(rows[lo:hi], k, axis=0)
 
         rollout = run_episodes(self.model, self.env, sample=True, seed=step_seed, noise=noise, forward=self.forward,
-                               options={"images": batch.images[lo:hi], "labels": batch.labels[lo:hi],
-                                        "first_location": first[lo:hi]})
-        parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines)
+                               options={"images": per_trajectory(batch.images), "labels": per_trajectory(batch.labels),
+                                        "first_location": per_trajectory(first)})
+        parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
+                            samples=k)
         predictions = rollout.logits.argmax(-1)
         metrics = {
             "losses/total": parts.total.detach(),

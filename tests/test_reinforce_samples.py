@@ -1,0 +1,78 @@
+"""--reinforce-samples K: K trajectories per image on one canvas, with a leave-one-out baseline
+(Kool et al. 2019). What the estimator is, what it trains, and that it learns."""
+import numpy as np
+import pytest
+import torch
+
+import train
+from envs.data import load_bundled_subset
+from glimpse.checkpoint import load_checkpoint
+from glimpse.losses import hybrid_loss, leave_one_out_baseline
+from glimpse.training.config import resolve_config
+from glimpse.training.loop import make_learner
+
+K = 4
+
+
+def test_leave_one_out_baseline_is_the_mean_of_the_other_samples():
+    reward = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    torch.testing.assert_close(leave_one_out_baseline(reward, 4),
+                               torch.tensor([1 / 3, 2 / 3, 2 / 3, 1 / 3, 1.0, 1.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        leave_one_out_baseline(reward, 1)
+
+
+@pytest.fixture(scope="module")
+def learner():
+    config = resolve_config({"preset": "mnist28", "batch_size": 8, "reinforce_samples": K, "data_dir": "bundled"})
+    torch.manual_seed(0)
+    return make_learner(config, load_bundled_subset())
+
+
+def test_each_image_is_played_k_times_on_one_canvas(learner):
+    assert learner.env.num_envs == 8 * K
+    learner.loss(np.arange(8), step_seed=3)
+    episodes = learner.env.unwrapped.episodes
+    canvases, labels, path = episodes.canvases, episodes.labels, episodes.path()  # (8K, H, W), (8K,), (8K, T, 2)
+    for image in range(8):
+        group = slice(image * K, (image + 1) * K)
+        assert (canvases[group] == canvases[group][:1]).all() and (labels[group] == labels[group][0]).all()
+        assert np.allclose(path[group, 0], path[group][0, 0])  # the same first glimpse
+        assert len({tuple(p) for p in path[group, 1].round(6)}) == K  # then each samples its own
+    assert not (canvases[:K] == canvases[K:2 * K]).all()
+
+
+def test_the_advantage_ignores_the_learned_baseline_and_routes_as_reinforce_should(learner):
+    model = learner.model
+    torch.manual_seed(1)
+    logits = torch.randn(8 * K, 10, requires_grad=True)
+    labels = torch.randint(0, 10, (8 * K,))
+    reward = torch.tensor([1.0, 0.0, 1.0, 0.0] * 8 * (K // 4))
+    log_probs = torch.randn(8 * K, 5, requires_grad=True)
+    baselines = torch.rand(8 * K, 5, requires_grad=True)
+    loss = hybrid_loss(logits, labels, reward, log_probs, baselines, samples=K)
+    other = hybrid_loss(logits, labels, reward, log_probs, torch.rand(8 * K, 5), samples=K)
+    assert torch.equal(loss.reinforce, other.reinforce), "the learned baseline must not enter the advantage"
+    expected = reward - leave_one_out_baseline(reward, K)
+    torch.testing.assert_close(loss.advantage, expected[:, None].expand(-1, 5))
+    grads = torch.autograd.grad(loss.reinforce, [log_probs, baselines, logits], allow_unused=True)
+    assert grads[0].abs().sum() > 0 and grads[1] is None and grads[2] is None
+    # the learned baseline still learns, from its own squared error only
+    assert torch.autograd.grad(loss.baseline, baselines)[0].abs().sum() > 0
+
+    # through the real model: REINFORCE reaches the location network, never the baseline or classifier
+    total, _ = learner.loss(np.arange(8), step_seed=5)
+    model.zero_grad(set_to_none=True)
+    total.backward()
+    assert model.location_policy.mean.weight.grad is not None and model.classifier is not None
+    assert all(p.grad is not None for p in model.baseline.parameters())  # from its squared error
+
+
+def test_learns_well_above_chance_with_k_samples(tmp_path):
+    argv = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000",
+            "--image-every", "0", "--epochs", "3", "--lr", "3e-3", "--batch-size", "32", "--reinforce-samples", "2",
+            "--run-dir", str(tmp_path), "--run-name", "loo"]
+    assert train.main(argv) == 0
+    best = load_checkpoint(tmp_path / "loo" / "best.pt")
+    assert best["train_config"]["reinforce_samples"] == 2
+    assert best["test_accuracy"] > 0.5, best["test_accuracy"]  # chance is 0.1
