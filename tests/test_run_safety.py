@@ -23,6 +23,15 @@ QUICK = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--ba
 
 
 @pytest.mark.parametrize("argv,match", [
+    (["--batch-size", "0"], "batch-size"),
+    (["--lr", "-1"], "lr"),
+    (["--glimpse-size", "80"], "larger than the canvas"),
+    (["--data-dir", "/nonexistent/mnist"], "no MNIST"),
+    (["--resume", "/nonexistent/run"], "does not exist"),
+    (["--location-std-final", "-0.1"], "location-std-final"),
+    (["--reinforce-into-core", "2"], "reinforce-into-core"),
+    (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma-strides", "0.5"], "draw-min-sigma-strides"),
+    (["--mode", "soft", "--soft-arch", "draw", "--attention-into-core", "-0.1"], "attention-into-core"),
     (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
     (["--checkpoint-every", "-1"], "--checkpoint-every must be >= 1"),
     (["--threads", "-1"], "--threads must be >= 0"),

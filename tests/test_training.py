@@ -108,22 +108,6 @@ def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
     assert "loss became nan" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["--batch-size", "0"], "batch-size"),
-    (["--lr", "-1"], "lr"),
-    (["--glimpse-size", "80"], "larger than the canvas"),
-    (["--data-dir", "/nonexistent/mnist"], "no MNIST"),
-    (["--resume", "/nonexistent/run"], "does not exist"),
-    (["--location-std-final", "-0.1"], "location-std-final"),
-    (["--reinforce-into-core", "2"], "reinforce-into-core"),
-    (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma-strides", "0.5"], "draw-min-sigma-strides"),
-    (["--mode", "soft", "--soft-arch", "draw", "--attention-into-core", "-0.1"], "attention-into-core"),
-])
-def test_train_bad_input_exits_2(argv, match, tmp_path, capsys):
-    assert train.main(argv + ["--run-dir", str(tmp_path), "--threads", "1"]) == 2
-    assert match in capsys.readouterr().err
-
-
 def test_annealed_location_std_follows_the_cosine_and_is_logged(tmp_path):
     code, run = run_train(tmp_path, "anneal", "--preset", "mnist28", "--max-steps", "6", "--batch-size", "32",
                           "--epochs", "1", "--log-every", "1", "--location-std", "0.3", "--location-std-final", "0.1")

@@ -26,15 +26,16 @@ class RunDirectory:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._handle = None
-        self._created = False
+        self._created: list[Path] = []  # directories this run made, deepest first
 
     def acquire(self) -> "RunDirectory":
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"run directory {self.path} exists and is not a directory: choose another "
                              f"--run-dir or --run-name")
         try:
-            self._created = not self.path.exists()
+            missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
             self.path.mkdir(parents=True, exist_ok=True)
+            self._created = missing
         except OSError as exc:
             raise ValueError(f"cannot create run directory {self.path}: {exc.strerror or exc}") from exc
         handle = open(self.path / LOCK_NAME, "a+")
@@ -65,10 +66,16 @@ class RunDirectory:
         return orphans
 
     def discard_if_new(self) -> None:
-        """Undo a start that failed before it wrote anything: remove the directory if this run made it."""
+        """Undo a start that failed before it wrote anything: remove the directories this run made
+        (the run's, and any parents it had to create, where nothing else was put meanwhile)."""
         if self._created and not any(p.suffix == ".pt" for p in self.path.iterdir()):
             self.release()
             shutil.rmtree(self.path, ignore_errors=True)
+            for parent in self._created[1:]:
+                try:
+                    parent.rmdir()  # only if empty: never another run's files
+                except OSError:
+                    break
 
     def release(self) -> None:
         if self._handle is not None:
