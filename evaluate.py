@@ -3,6 +3,7 @@
     python evaluate.py --checkpoint checkpoints/ram-cluttered60.pt
     python evaluate.py --checkpoint runs/.../best.pt --images my_canvases.npz --json
     python evaluate.py --checkpoint checkpoints/ram-cluttered60.pt --samples 10   # averaged trajectories
+    python evaluate.py --checkpoint checkpoints/ram-cluttered60.pt --canvas-seed 20261123   # fresh canvases
 
 Without --images the checkpoint's own task is rebuilt on the test digits with a fixed seed: the
 same canvases that train.py reports on. Hard models follow the policy mean by default;
@@ -15,6 +16,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import torch
 
 from glimpse.cli import fail
 from envs.data import DataError
@@ -34,7 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the sampled trajectories (--samples) and of where the first glimpses fall "
                              "for a model trained with --first-location random")
+    parser.add_argument("--canvas-seed", type=int, default=None,
+                        help="without --images: draw the split's canvases with this seed instead of the fixed set's "
+                             "(fresh canvases by the same recipe, e.g. to check a shipped number independently)")
+    parser.add_argument("--limit", type=int, default=None, help="score only the first N canvases")
     parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: small models run fastest on one thread of a busy machine)")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py), for the test canvases")
     parser.add_argument("--json", action="store_true", help="make the last line of stdout a JSON object")
     return parser
@@ -43,9 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
         result = evaluate_checkpoint(args.checkpoint, images_file=args.images, split=args.split,
                                      data_dir=args.data_dir, samples=args.samples, seed=args.seed,
-                                     batch_size=args.batch_size)
+                                     batch_size=args.batch_size, canvas_seed=args.canvas_seed, limit=args.limit)
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)
     print(f"{Path(args.checkpoint).name} ({result['kind']}) on {result['images']}")

@@ -1,16 +1,20 @@
-"""Speed of the lab's parts, measured in one process on the same data, printed as a table.
+"""Speed of the lab's parts, measured in one process on the same data, printed as tables.
 
-    python benchmarks/speed.py                 # full measurement (about a minute)
-    python benchmarks/speed.py --quick         # fewer repetitions
-    python benchmarks/speed.py --device cuda --preset cluttered100   # the models on a GPU, 100x100
+    python benchmarks/speed.py --threads 1               # the CPU rows (a few minutes)
+    python benchmarks/speed.py --quick                   # fewer repetitions
+    python benchmarks/speed.py --device cuda --episodes 4096,65536 --batch-sizes 128,1024
 
-Rows: env steps/s of ClutteredMNIST60-v0 (3 scales of 12x12) batched (vector_entry_point)
-vs gymnasium's sync vectorisation (numpy, on the CPU); training images/s of each model at
-batch 128 on a cluttered preset (--preset, 60x60 by default), for every attention family of the
-registry; evaluation images/s; then the
-milliseconds of a training step spent making the data and the loss, in backward, and in the
-optimizer. Targets (2 cores): batched env >= 100,000 steps/s and >= 10x sync; RAM training
->= 5,000 images/s. Exit code 2 for a bad option.
+Rows:
+- the batched env (ClutteredMNIST60-v1, 3 scales of 12x12) in glimpse-steps/s on --device, for
+  each --episodes count, with the checks a user gets (validate) and as the trainer runs it
+  (trusted actions, no host sync); and gymnasium's sync vectorisation of the single env;
+- RAM training on the 28x28 preset (Mnih et al.'s sensor) at batch 128: images/s, FLOPs per image
+  (forward and backward, counted by torch.utils.flop_counter) and the fraction of the machine's
+  matrix-multiply rate (measured here, at the same thread count) that the step reaches;
+- training images/s of every attention family on --preset at each --batch-sizes, evaluation
+  images/s, and where a training step's time goes.
+
+Targets and the measured tables live in docs/speed.md. Exit code 2 for a bad option.
 """
 from __future__ import annotations
 
@@ -20,28 +24,43 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from envs.canvas import fixed_canvas_set  # noqa: E402
-from glimpse.cli import fail, markdown_table  # noqa: E402
-from envs.data import DataError, load_mnist  # noqa: E402
-from glimpse.speed import TRAINING_PHASES, env_steps_per_second, eval_images_per_second, training_speed  # noqa: E402
-from glimpse.training import distributed  # noqa: E402
-from glimpse.models import list_families  # noqa: E402
-from glimpse.training.config import family_options, resolve_config  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # noqa: E402 - run as a script from a clone
+from envs import ClutteredMNISTVectorEnv, TASKS
+from envs.data import DataError, load_mnist
+from envs.engine import fixed_canvas_set
+from glimpse.cli import fail, markdown_table
+from glimpse.models import list_families
+from glimpse.speed import (TRAINING_PHASES, env_steps_per_second, eval_images_per_second, matmul_gflops,
+                           training_flops_per_image, training_speed)
+from glimpse.training import distributed
+from glimpse.training.config import family_options, resolve_config
 
 # every registered attention family, with how many training steps to time (RAM's are the cheapest)
 MODELS = tuple((f.title, family_options(f), 30 if f.mode == "hard" else 10)
                for f in list_families() if f.has_attention)
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--quick", action="store_true", help="one repetition instead of three")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
-                        help="where the models train and predict (the envs and canvases are numpy, on the CPU)")
+                        help="where the env, the canvases and the models run")
+    parser.add_argument("--episodes", type=int_list, default=(256,), help="batched env sizes to time")
+    parser.add_argument("--batch-sizes", type=int_list, default=(128,), help="training batch sizes to time")
     parser.add_argument("--preset", default="cluttered60", choices=("cluttered60", "cluttered100"),
-                        help="the task and model sizes the models are timed on")
+                        help="the task the families are timed on")
+    parser.add_argument("--no-families", action="store_true", help="only the env and the RAM 28x28 rows")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
     try:
@@ -54,29 +73,58 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     reps = 1 if args.quick else 3
-    rows = []
-    batched = env_steps_per_second("vector_entry_point", 256, 40 * reps, args.data_dir)
-    sync = env_steps_per_second("sync", 256, 2 * reps, args.data_dir)
-    rows.append(("env steps/s, ClutteredMNIST60, 256 envs, batched", f"{batched:,.0f}"))
-    rows.append(("env steps/s, same env, gymnasium sync", f"{sync:,.0f}"))
-    rows.append(("batched / sync", f"{batched / sync:.1f}x"))
-    phase_rows = []
+    gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}{gpu}, data: {data.source}")
+
+    env_rows = []
+    for n in args.episodes:
+        repeats = max(2, min(40, 2_000_000 // (n * 7))) * reps
+        for validate in (True, False):
+            speed = env_steps_per_second(n, repeats, device, validate, args.data_dir)
+            env_rows.append((f"batched, {n:,} episodes, {'validated' if validate else 'trusted'} actions",
+                             f"{speed:,.0f}"))
+    sync = env_steps_per_second(64, 2 * reps, "cpu", True, args.data_dir, sync=True)
+    env_rows.append(("gymnasium SyncVectorEnv of the single env, 64 episodes, CPU", f"{sync:,.0f}"))
+    print("\nbatched env, ClutteredMNIST60-v1 (3 scales of 12x12), glimpse-steps/s:")
+    print(markdown_table(("env", "glimpse-steps/s"), env_rows, pad=True))
+
+    config = resolve_config({"preset": "mnist28", "mode": "hard", "batch_size": 128, "data_dir": args.data_dir})
+    speed, _, learner = training_speed(config, data, 50 * reps, device=device)
+    flops = training_flops_per_image(learner, config.batch_size)
+    peak = matmul_gflops(device)
+    ram_rows = [("images/s", f"{speed:,.0f}"),
+                ("FLOPs per image, forward + backward", f"{flops / 1e6:.2f} M"),
+                ("achieved GFLOP/s", f"{speed * flops / 1e9:.1f}"),
+                (f"matrix-multiply GFLOP/s here ({torch.get_num_threads()} threads, 128x256 @ 256x256)", f"{peak:.1f}"),
+                ("ceiling at that rate, images/s", f"{peak * 1e9 / flops:,.0f}"),
+                ("fraction of the ceiling", f"{speed * flops / (peak * 1e9):.0%}")]
+    print(f"\nRAM training, mnist28 preset, batch 128, on {device}:")
+    print(markdown_table(("measure", "value"), ram_rows, pad=True))
+    if args.no_families:
+        return 0
+
+    rows, phase_rows = [], []
+    canvases = fixed_canvas_set(data.test.images[:2000], data.test.labels[:2000], TASKS[args.preset]["canvas_size"],
+                                TASKS[args.preset]["n_clutter"], False, 0).images
     for name, overrides, steps in MODELS:
-        config = resolve_config({"preset": args.preset, "batch_size": 128, "data_dir": args.data_dir, **overrides})
-        canvases = fixed_canvas_set(data.test.images[:2000], data.test.labels[:2000], config.canvas_size,
-                                    config.n_clutter, False, 0).images
-        train_speed, phases, learner = training_speed(config, data, steps * reps, device=device)
-        eval_speed = eval_images_per_second(learner.family.name, learner.model, learner.task, canvases)
-        rows.append((f"training images/s, {name}, batch 128", f"{train_speed:,.0f}"))
-        rows.append((f"evaluation images/s, {name}", f"{eval_speed:,.0f}"))
-        phase_rows.append((name, *(f"{phases[p]:.1f}" for p in TRAINING_PHASES), f"{sum(phases.values()):.1f}"))
-    gpu = f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, models on {device}{gpu}, "
-          f"preset {args.preset}, data: {data.source}")
-    print(markdown_table(("measure", "value"), rows, pad=True))
-    print("\nmilliseconds per training step (batch 128):")
+        for batch_size in args.batch_sizes:
+            config = resolve_config({"preset": args.preset, "batch_size": batch_size, "data_dir": args.data_dir,
+                                     **overrides})
+            train_speed, phases, learner = training_speed(config, data, steps * reps, device=device)
+            rows.append((name, f"{batch_size:,}", f"{train_speed:,.0f}"))
+            if batch_size == args.batch_sizes[0]:
+                eval_speed = eval_images_per_second(learner.family.name, learner.model, learner.task, canvases)
+                rows[-1] += (f"{eval_speed:,.0f}",)
+                phase_rows.append((name, *(f"{phases[p]:.1f}" for p in TRAINING_PHASES),
+                                   f"{sum(phases.values()):.1f}"))
+            else:
+                rows[-1] += ("",)
+    print(f"\nevery attention family, preset {args.preset}, on {device}:")
+    print(markdown_table(("model", "batch", "training images/s", "evaluation images/s"), rows, pad=True))
+    print(f"\nmilliseconds per training step (batch {args.batch_sizes[0]}):")
     print(markdown_table(("model", *TRAINING_PHASES, "total"), phase_rows, pad=True))
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

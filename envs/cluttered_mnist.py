@@ -14,7 +14,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.episodes import EpisodeBatch
+import torch
+
+from envs.engine import EpisodeEngine, as_tensor
 from envs.spaces import action_space, check_action, observation_space
 from envs.task import GlimpseTask
 
@@ -22,14 +24,15 @@ from envs.task import GlimpseTask
 class ClutteredMNISTEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 2}
 
-    def __init__(self, render_mode: str | None = None, **task_kwargs):
+    def __init__(self, render_mode: str | None = None, device: torch.device | str = "cpu", **task_kwargs):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.task = GlimpseTask(**task_kwargs)
         self.render_mode = render_mode
         self.observation_space = observation_space(self.task)
         self.action_space = action_space(self.task)
-        self._episodes = EpisodeBatch(self.task)
+        self._episodes = EpisodeEngine(self.task, device)
+        self._generator_seeded = False
         self._active = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -37,40 +40,45 @@ class ClutteredMNISTEnv(gym.Env):
         ``canvas`` ((H, W) uint8) with its ``label`` (one per digit), or a digit ``index`` into the
         split (the first digit of the canvas; the others are drawn from the env's generator)."""
         super().reset(seed=seed)
+        engine = self._episodes
+        if seed is not None or not self._generator_seeded:  # np_random, seeded by Gymnasium, seeds the engine
+            engine.generator.manual_seed(int(self.np_random.integers(2**62)))
+            self._generator_seeded = True
         options = dict(options or {})
-        first = self._episodes.first_locations(self.np_random, 1, options.pop("first_location", self.task.first_location))
+        how = options.pop("first_location", self.task.first_location)
+        first = engine.first_locations(1, how if isinstance(how, str) else np.asarray(how, np.float32).reshape(-1, 2))
         if "canvas" in options:
-            images, labels = self._episodes.check_canvases(
-                np.asarray(options.pop("canvas"))[None], np.asarray([options.pop("label", -1)]), 1)
+            label = np.asarray(options.pop("label", -1))
+            images, labels = engine.user_canvases(np.asarray(options.pop("canvas"))[None], label[None], 1)
             digit_xy = None
         else:
-            default_index = self.np_random.integers(len(self._episodes.digits))
-            index = int(options.pop("index", default_index))
-            if not 0 <= index < len(self._episodes.digits):
-                raise ValueError(f"index {index} outside the {self.task.split} split (0..{len(self._episodes.digits) - 1})")
-            batch = self._episodes.sample_canvases(self.np_random, np.array([index]))
+            index = options.pop("index", None)
+            if index is not None and not (isinstance(index, (int, np.integer)) and 0 <= index < len(engine.bank)):
+                raise ValueError(f"index {index!r} outside the {self.task.split} split (0..{len(engine.bank) - 1})")
+            batch = engine.sample_canvases(engine.digit_indices(None if index is None else [index], 1))
             images, labels, digit_xy = batch.images, batch.labels, batch.digit_xy
         if options:
             raise ValueError(f"unknown reset options {sorted(options)}")
-        glimpses = self._episodes.start(images, labels, digit_xy, first)
+        glimpses = engine.start(images, labels, digit_xy, first)
         self._active = True
-        return self._observation(glimpses[0], first[0]), {}
+        return self._observation(glimpses[0].cpu().numpy(), first[0].cpu().numpy()), {}
 
     def step(self, action):
         if not self._active:
             raise RuntimeError("step() called on a finished or never-started episode: call reset() first")
         location, label = check_action(action, n_digits=self.task.n_digits)
-        if self._episodes.t < self.task.episode_length:
-            glimpse = self._episodes.look(location[None])[0]
-            observation = self._observation(glimpse, location)
+        engine = self._episodes
+        if engine.t < self.task.episode_length:
+            glimpse = engine.look(as_tensor(location[None], engine.device))[0]
+            observation = self._observation(glimpse.cpu().numpy(), location)
             return observation, 0.0, False, False, {}
         # final step: judge the label; the observation repeats the last glimpse
         self._active = False
-        true_label = self._episodes.labels[0]
-        reward = float(self._episodes.rewards(label[None])[0])
+        true_label = engine.labels[0].cpu().numpy()
+        reward = float(engine.rewards(as_tensor(label[None], engine.device))[0])
         info = {"label": int(true_label) if true_label.ndim == 0 else true_label.copy()}
-        if self._episodes.digit_xy is not None:
-            info["digit_xy"] = self._episodes.digit_xy[0].copy()
+        if engine.digit_xy is not None:
+            info["digit_xy"] = engine.digit_xy[0].cpu().numpy()
         return self._last_observation, reward, True, False, info
 
     def _observation(self, glimpse: np.ndarray, location: np.ndarray) -> dict:
@@ -84,6 +92,6 @@ class ClutteredMNISTEnv(gym.Env):
             raise RuntimeError("render() before reset()")
         from envs.render import draw_glimpse_path
 
-        frame = draw_glimpse_path(self._episodes.canvases[0], self._episodes.path()[0],
+        frame = draw_glimpse_path(self._episodes.canvases[0].cpu().numpy(), self._episodes.path()[0].cpu().numpy(),
                                   self.task.glimpse_size, self.task.n_scales)
         return np.ascontiguousarray(frame.transpose(1, 2, 0))  # Gymnasium frames are (H, W, 3)

@@ -1,4 +1,4 @@
-"""The glimpse sensor (RAM's retina), batched and exact, in O(k g^2) per glimpse.
+"""The glimpse sensor (RAM's retina), batched and exact, in O(k g^2) per glimpse, on any device.
 
 A glimpse at location l is k square patches centred on l, patch s being ``g * 2**s`` pixels
 wide and average-pooled to g x g (so every scale is twice as wide as the previous). Parts
@@ -28,7 +28,7 @@ def integral_images(canvases: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"canvases must be (B, H, W) uint8, got {tuple(canvases.shape)} {canvases.dtype}")
     batch, height, width = canvases.shape
     dtype = torch.float32 if 255 * height * width < EXACT_FLOAT32_LIMIT else torch.float64
-    ii = torch.zeros(batch, height + 1, width + 1, dtype=dtype)
+    ii = torch.zeros(batch, height + 1, width + 1, dtype=dtype, device=canvases.device)
     ii[:, 1:, 1:] = canvases.to(dtype).cumsum(1).cumsum(2)
     return ii
 
@@ -55,8 +55,8 @@ def extract_glimpses(ii: torch.Tensor, locations: torch.Tensor, glimpse_size: in
     batch, height, width = ii.shape[0], ii.shape[1] - 1, ii.shape[2] - 1
     if locations.shape != (batch, 2):
         raise ValueError(f"locations must have shape ({batch}, 2), got {tuple(locations.shape)}")
-    cell = 2 ** torch.arange(n_scales)  # (k,) pooling factor of each scale
-    steps = torch.arange(glimpse_size + 1)  # cell edges 0..g
+    cell = 2 ** torch.arange(n_scales, device=ii.device)  # (k,) pooling factor of each scale
+    steps = torch.arange(glimpse_size + 1, device=ii.device)  # cell edges 0..g
     loc = locations.to(torch.float32)
     # (B, k, g+1) edge coordinates of every cell of every scale, clamped: outside reads as 0
     x_edges = patch_origin(unit_to_pixels(loc[:, :1], width), cell * glimpse_size)[:, :, None] + cell[None, :, None] * steps

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from gymnasium import spaces
 
 from envs.task import GlimpseTask
@@ -53,6 +54,33 @@ def check_action(action, batch: int | None = None, n_digits: int = 1) -> tuple[n
     if np.any((label < 0) | (label >= N_CLASSES)):
         raise ValueError(f"action['label'] must be in 0..{N_CLASSES - 1}, got {label.min()}..{label.max()}")
     return location.astype(np.float32, copy=False), label.astype(np.int64, copy=False)
+
+
+def check_batched_action(action, batch: int, n_digits: int, device: torch.device,
+                         validate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The vector env's check: ``batch`` actions as tensors (or arrays) -> ``location`` (batch, 2)
+    float32 and ``label`` (batch,) or (batch, n_digits) int64, on ``device``.
+
+    Keys, shapes and dtypes are always checked (no tensor value is read). With ``validate`` the
+    values are too, with :func:`check_action`'s messages: that reads them on the host, a sync per
+    step on a GPU, which a trainer whose actions are valid by construction switches off.
+    """
+    if validate:
+        location, label = check_action(action, batch, n_digits)
+        return torch.from_numpy(location).to(device), torch.from_numpy(label).to(device)
+    if not hasattr(action, "keys") or set(action.keys()) != {"location", "label"}:
+        keys = sorted(action.keys()) if hasattr(action, "keys") else type(action).__name__
+        raise ValueError(f"action must be a dict with keys 'location' and 'label', got {keys}")
+    location, label = (v if isinstance(v, torch.Tensor) else torch.as_tensor(np.asarray(v))
+                       for v in (action["location"], action["label"]))
+    label_shape = (batch,) + (() if n_digits == 1 else (n_digits,))
+    if tuple(location.shape) != (batch, 2) or not location.dtype.is_floating_point:
+        raise ValueError(f"action['location'] must be floating point of shape {(batch, 2)}, got "
+                         f"{location.dtype} {tuple(location.shape)}")
+    if tuple(label.shape) != label_shape or label.dtype.is_floating_point or label.dtype == torch.bool:
+        raise ValueError(f"action['label'] must be integer class indices of shape {label_shape}, got "
+                         f"{label.dtype} {tuple(label.shape)}")
+    return location.to(device, torch.float32), label.to(device, torch.int64)
 
 
 def _as_numpy(value) -> np.ndarray:

@@ -5,10 +5,19 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from envs.canvas import CLUTTER_SIZE, DIGIT_SIZE, digits_that_fit
 from envs.data import SPLITS
 
+DIGIT_SIZE = 28
+CLUTTER_SIZE = 8
 FIRST_LOCATIONS = ("random", "centre")
+# Version of the benchmark: the fixed validation and test canvases (envs.engine.fixed_canvas_set)
+# and the env ids' suffix. v1: canvases drawn by the torch engine (v0: the numpy recipe).
+BENCHMARK_VERSION = 1
+
+
+def digits_that_fit(canvas_size: int) -> int:
+    """How many non-overlapping digits a canvas certainly holds (as a grid): the most a task may ask for."""
+    return (canvas_size // DIGIT_SIZE) ** 2
 
 # The lab's tasks, one table: the registered env ids (envs/__init__.py) and train.py's presets
 # both read it. Every entry is a set of GlimpseTask fields; the rest take GlimpseTask's defaults.

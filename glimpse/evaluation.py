@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from envs.canvas import fixed_canvas_set
+from envs.engine import fixed_canvas_set
 from envs.data import load_mnist
+from envs.task import BENCHMARK_VERSION
 from glimpse.inference import predict_probabilities, read_right
 from glimpse.checkpoint import describe_provenance, load_model
 from glimpse.models import get_family
@@ -18,8 +19,10 @@ from glimpse.models import get_family
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
 
 
-def fixed_set(task: dict, digits, split: str):
-    seed = TEST_SEED if split == "test" else VAL_SEED
+def fixed_set(task: dict, digits, split: str, seed: int | None = None):
+    """The split's fixed canvases (benchmark version envs.BENCHMARK_VERSION), or with ``seed``
+    fresh canvases by the same recipe; returns them and the seed."""
+    seed = (TEST_SEED if split == "test" else VAL_SEED) if seed is None else seed
     return fixed_canvas_set(digits.images, digits.labels, task["canvas_size"], task["n_clutter"],
                             task["centred_digit"], seed, task.get("n_digits", 1)), seed
 
@@ -54,10 +57,17 @@ def load_images(path: str | Path, canvas_size: int, n_digits: int = 1) -> tuple[
 
 def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | None = None, split: str = "test",
                         data_dir: str | None = None, samples: int = 0, seed: int = 0, batch_size: int = 500,
-                        progress: bool = True) -> dict:
-    """Accuracy of a checkpoint; raises ValueError / DataError / CheckpointError on bad input."""
+                        canvas_seed: int | None = None, limit: int | None = None, progress: bool = True) -> dict:
+    """Accuracy of a checkpoint; raises ValueError / DataError / CheckpointError on bad input.
+
+    Without ``images_file`` it scores the ``split``'s fixed canvases, or with ``canvas_seed``
+    canvases drawn from that seed instead; ``limit``: only the first that many."""
     if samples < 0 or batch_size < 1:
         raise ValueError("--samples must be >= 0 and --batch-size >= 1")
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {limit}")
+    if canvas_seed is not None and (canvas_seed < 0 or images_file is not None):
+        raise ValueError("--canvas-seed must be >= 0 and applies without --images only")
     model, payload = load_model(checkpoint)
     task, kind = payload["task"], payload["kind"]
     family = get_family(kind)
@@ -68,9 +78,13 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         described = str(images_file)
     else:
         data = load_mnist(data_dir)
-        canvases, set_seed = fixed_set(task, data.split(split), split)
+        canvases, set_seed = fixed_set(task, data.split(split), split, canvas_seed)
         images, labels = canvases.images, canvases.labels
-        described = f"{split} set: {len(labels)} canvases of {data.source}, seed {set_seed}"
+        kind_of_set = "set" if canvas_seed is None else "digits on fresh canvases"
+        described = (f"{split} {kind_of_set}: {len(labels) if limit is None else min(limit, len(labels))} "
+                     f"canvases of {data.source}, seed {set_seed} (benchmark v{BENCHMARK_VERSION})")
+    if limit is not None:
+        images, labels = images[:limit], labels[:limit]
     start = time.perf_counter()
     with tqdm(total=len(images), desc="evaluate", unit="img", disable=None if progress else True) as bar:
         probs = predict_probabilities(kind, model, task, images, batch_size, samples, seed, progress=bar)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from envs.canvas import DIGIT_SIZE
+from envs.engine import DIGIT_SIZE
 from envs.coords import unit_to_pixels
 from envs.data import load_mnist
 from glimpse.checkpoint import load_model

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from envs.canvas import make_canvases
+from envs.engine import DigitBank, make_canvases
 from glimpse.losses import hybrid_loss
 from glimpse.models import get_family
 from glimpse.models.ram.rollout import run_episodes
@@ -214,12 +214,12 @@ def soft_attention_gradient(model: nn.Module, kind: str, images: torch.Tensor, l
 def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A training-like minibatch for soft models: ``batch_size`` digits drawn uniformly from
     ``digits`` (a :class:`envs.data.Digits`) and placed on fresh canvases of ``task``'s recipe,
-    all from ``np.random.default_rng(seed)``. Returns images (B, 1, H, W) float32 and labels (B,)."""
-    rng = np.random.default_rng(seed)
-    indices = rng.integers(0, len(digits), size=batch_size)
-    batch = make_canvases(rng, digits.images, digits.labels, indices, int(task["canvas_size"]),
+    all from a CPU generator seeded with ``seed``. Returns images (B, 1, H, W) float32 and labels (B,)."""
+    generator = torch.Generator().manual_seed(seed)
+    indices = torch.randint(0, len(digits), (batch_size,), generator=generator)
+    batch = make_canvases(generator, DigitBank.of(digits), indices, int(task["canvas_size"]),
                           int(task["n_clutter"]), bool(task.get("centred_digit", False)))
-    return canvases_to_tensor(batch.images), torch.from_numpy(batch.labels)
+    return canvases_to_tensor(batch.images), batch.labels
 
 
 def ram_gradient_fn(model: nn.Module, env, seed: int = 0) -> Callable[[int], torch.Tensor]:

@@ -12,32 +12,74 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-import envs  # noqa: F401 - registers the environments
+from envs import TASKS, ClutteredMNISTVectorEnv
 from glimpse.inference import predict_probabilities
 from glimpse.training.config import TrainConfig
 from glimpse.training.loop import batch_indices, make_learner, step_seed
 
-ENV_ID = "glimpse/ClutteredMNIST60-v0"
+ENV_ID = "glimpse/ClutteredMNIST60-v1"
 
 
-def env_steps_per_second(mode: str, num_envs: int, episodes: int, data_dir=None) -> float:
-    """Env steps/s (one step of one env = one glimpse) with random actions; ``mode`` is
-    ``vector_entry_point`` (the batched env) or ``sync`` (gymnasium's SyncVectorEnv)."""
-    env = gym.make_vec(ENV_ID, num_envs=num_envs, vectorization_mode=mode, data_dir=data_dir)
-    rng = np.random.default_rng(0)
+def env_steps_per_second(num_envs: int, episodes: int, device: str | torch.device = "cpu", validate: bool = True,
+                         data_dir=None, sync: bool = False) -> float:
+    """Glimpse-steps/s (one step of one episode = one glimpse) of the batched env on ``device``
+    with random actions made on the device beforehand; ``validate``: the value checks a user's env
+    makes (a host read per step). ``sync=True`` times gymnasium's SyncVectorEnv of the single env
+    instead (numpy, on the CPU). Each episode is reset, stepped to its end, and judged."""
+    device = torch.device(device)
+    if sync:
+        env = gym.make_vec(ENV_ID, num_envs=num_envs, vectorization_mode="sync", data_dir=data_dir)
+    else:
+        env = ClutteredMNISTVectorEnv(num_envs, device=device, validate=validate, data_dir=data_dir,
+                                      **TASKS["cluttered60"])
+    n_glimpses = TASKS["cluttered60"]["n_glimpses"]
+    generator = torch.Generator(device).manual_seed(0)
+    actions = [{"location": torch.rand(num_envs, 2, generator=generator, device=device) * 2 - 1,
+                "label": torch.randint(0, 10, (num_envs,), generator=generator, device=device)}
+               for _ in range(n_glimpses)]
+    if sync:
+        actions = [{key: value.numpy() for key, value in action.items()} for action in actions]
     env.reset(seed=0)
-    n_glimpses = env.unwrapped.task.n_glimpses if mode == "vector_entry_point" else 6
-    steps = 0
+    _wait_for(device)
     start = time.perf_counter()
     for _ in range(episodes):
-        for _ in range(n_glimpses):
-            action = {"location": rng.uniform(-1, 1, (num_envs, 2)).astype(np.float32),
-                      "label": rng.integers(0, 10, num_envs)}
+        for action in actions:  # T - 1 glimpses, then the judged step
             env.step(action)
-            steps += num_envs
-        env.step(action)  # the autoreset step (NEXT_STEP) starts new episodes in both modes
+        env.step(actions[0])  # the autoreset step (NEXT_STEP) starts new episodes: glimpse 1
+    _wait_for(device)
+    seconds = time.perf_counter() - start
     env.close()
-    return steps / (time.perf_counter() - start)
+    return episodes * num_envs * n_glimpses / seconds
+
+
+def matmul_gflops(device: str | torch.device = "cpu", seconds: float = 1.0) -> float:
+    """The machine's rate on matrix products of RAM's size ((128, 256) @ (256, 256), float32) at
+    the current thread count: the ceiling a RAM training step is compared with."""
+    device = torch.device(device)
+    a, b = torch.randn(128, 256, device=device), torch.randn(256, 256, device=device)
+    for _ in range(20):
+        a @ b
+    _wait_for(device)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(50):
+            a @ b
+        _wait_for(device)
+        count += 50
+    return count * 2 * 128 * 256 * 256 / (time.perf_counter() - start) / 1e9
+
+
+def training_flops_per_image(learner, batch_size: int) -> float:
+    """FLOPs of one training step (loss, forward and backward) per image, counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` (matrix products and convolutions)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss, _ = learner.loss(batch_indices(0, 0, batch_size, batch_size), step_seed(0, 0))
+        loss.backward()
+    learner.model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / batch_size
 
 
 TRAINING_PHASES = ("data + forward", "backward", "optimizer")
@@ -53,8 +95,8 @@ def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, devic
     """Full training steps at ``config.batch_size`` on ``device``, after ``warmup`` steps.
 
     Returns (images/s, milliseconds per step of each of TRAINING_PHASES, the learner). The
-    phases: "data + forward" makes the canvases (or runs the env's episodes) on the CPU and the
-    loss; "backward"; "optimizer" is gradient clipping (when --grad-clip > 0) and Adam's step.
+    phases: "data + forward" makes the canvases (or runs the env's episodes) on ``device`` and
+    the loss; "backward"; "optimizer" is gradient clipping (when --grad-clip > 0) and Adam's step.
     """
     device = torch.device(device)
     learner = make_learner(config, data, device)

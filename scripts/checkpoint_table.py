@@ -1,6 +1,7 @@
 """Evaluate every checkpoint in checkpoints/ and print the README's results table (markdown).
 
-    python scripts/checkpoint_table.py --data-dir ../shared/datasets
+    python scripts/checkpoint_table.py --data-dir ../shared/datasets           # print the table
+    python scripts/checkpoint_table.py --data-dir ../shared/datasets --write   # checkpoints/scores.json + README
 
 Test error by the same code as evaluate.py (deterministic; for RAM also averaged over --samples
 sampled trajectories, as `evaluate.py --samples`), training time as recorded in the checkpoint
@@ -9,23 +10,28 @@ sampled trajectories, as `evaluate.py --samples`), training time as recorded in 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from envs.task import BENCHMARK_VERSION  # noqa: E402
 from glimpse.evaluation import evaluate_checkpoint  # noqa: E402
 from glimpse.models import get_family  # noqa: E402
 
 REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
-    "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 1.3"),
-    "ram-cluttered60": ("4.08 (RAM, NIPS 2014)", "<= 4.5"),
-    "ram-cluttered100": ("10.83 (RAM, arXiv)", "<= 9"),
+    "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 0.8"),
+    "ram-cluttered60": ("4.08 (RAM, NIPS 2014)", "<= 2.5"),
+    "ram-cluttered100": ("10.83 (RAM, arXiv)", "<= 3.0"),
     "draw-cluttered60": ("-", "<= 2.5"),
     "draw-cluttered100": ("3.36 (DRAW)", "<= 3.3"),
     "sat-cluttered60": ("-", "<= 2"),
     "sat-cluttered100": ("-", "<= 3"),
-    "ram-multi100": ("-", "-"),
+    "ram-multi100": ("about 5 (DRAM, Ba et al. 2015)", "<= 5"),
     "sat-multi100": ("-", "-"),  # two digits, both must be right: no published number
     "stn-cluttered60": ("1.7 (ST-CNN, its own cluttered MNIST)", "<= 2"),
 }
@@ -52,29 +58,75 @@ def command(config: dict) -> str:
     return "python train.py " + " ".join(parts)
 
 
-def main(argv: list[str] | None = None) -> None:
+SCORES = ROOT / "checkpoints" / "scores.json"
+FRESH_SEED = 20261123  # fresh test canvases: a seed no model was tuned on
+FIRST = 1000  # tests/test_shipped_checkpoints.py re-scores the first 1,000 test canvases against this file
+README_START, README_END = "<!-- checkpoint-table:start -->", "<!-- checkpoint-table:end -->"
+
+
+def interval(error: float, n: int) -> str:
+    """95 % Wilson interval of an error rate measured on n canvases, in %."""
+    z = 1.959964
+    centre = (error + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(error * (1 - error) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return f"{100 * max(0.0, centre - half):.2f}-{100 * min(1.0, centre + half):.2f}"
+
+
+def score(path: Path, data_dir: str | None, samples: int) -> dict:
+    """Every number of a checkpoint's row, by the code behind evaluate.py."""
+    result = evaluate_checkpoint(path, data_dir=data_dir, progress=False)
+    first = evaluate_checkpoint(path, data_dir=data_dir, limit=FIRST, progress=False)
+    fresh = evaluate_checkpoint(path, data_dir=data_dir, canvas_seed=FRESH_SEED, progress=False)
+    row = {"checkpoint": path.name, "benchmark": BENCHMARK_VERSION, "kind": result["kind"], "n": result["n"],
+           "test_error": result["error"], f"first_{FIRST}_error": first["error"], "fresh_seed": FRESH_SEED,
+           "fresh_error": fresh["error"], "train_minutes": (result["train_seconds"] or 0) / 60,
+           "command": command(result["train_config"])}
+    if get_family(result["kind"]).mode == "hard" and samples:
+        sampled = evaluate_checkpoint(path, data_dir=data_dir, samples=samples, progress=False)
+        row.update(samples=samples, sampled_error=sampled["error"])
+    return row
+
+
+def table(rows: list[dict], samples: int) -> str:
+    lines = [f"| checkpoint | test error % (95 % interval) | fresh canvases, seed {FRESH_SEED} % | RAM, {samples} "
+             "trajectories averaged % | target % | published % | training time | command |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        published, target = REFERENCE.get(Path(row["checkpoint"]).stem, ("-", "-"))
+        sampled = f"{100 * row['sampled_error']:.2f}" if "sampled_error" in row else "-"
+        lines.append(f"| `{row['checkpoint']}` | {100 * row['test_error']:.2f} ({interval(row['test_error'], row['n'])}) "
+                     f"| {100 * row['fresh_error']:.2f} | {sampled} | {target} | {published} | "
+                     f"{row['train_minutes']:.0f} min | `{row['command']}` |")
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, text: str) -> None:
+    content = readme.read_text()
+    if README_START not in content or README_END not in content:
+        raise ValueError(f"{readme} has no {README_START} ... {README_END} block to replace")
+    head, rest = content.split(README_START, 1)
+    readme.write_text(head + README_START + "\n" + text + "\n" + README_END + rest.split(README_END, 1)[1])
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     parser.add_argument("--samples", type=int, default=10,
                         help="also score hard models averaging this many sampled trajectories (0: skip)")
+    parser.add_argument("--write", action="store_true", help=f"write the scores to {SCORES.relative_to(ROOT)} "
+                                                             "and the table into README.md")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
-    rows = []
-    for path in sorted(args.checkpoints.glob("*.pt")):
-        result = evaluate_checkpoint(path, data_dir=args.data_dir, progress=False)
-        published, target = REFERENCE.get(path.stem, ("-", "-"))
-        minutes = (result["train_seconds"] or 0) / 60
-        averaged = "-"
-        if get_family(result["kind"]).mode == "hard" and args.samples:
-            sampled = evaluate_checkpoint(path, data_dir=args.data_dir, samples=args.samples, progress=False)
-            averaged = f"{100 * sampled['error']:.2f}"
-        rows.append(f"| `{path.name}` | {100 * result['error']:.2f} | {averaged} | {target} | {published} | "
-                    f"{minutes:.0f} min | `{command(result['train_config'])}` |")
-    print(f"| checkpoint | test error % (evaluate.py) | RAM, {args.samples} trajectories averaged % | target % | "
-          "published % | training time | command |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    torch.set_num_threads(args.threads)
+    rows = [score(path, args.data_dir, args.samples) for path in sorted(args.checkpoints.glob("*.pt"))]
+    text = table(rows, args.samples)
+    print(text)
+    if args.write:
+        SCORES.write_text(json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows}, indent=1) + "\n")
+        update_readme(ROOT / "README.md", text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,7 +3,7 @@
     python scripts/make_canvases.py --preset cluttered60 --seed 20261123 --out fresh60.npz --data-dir ../shared/datasets
     python evaluate.py --checkpoint checkpoints/stn-cluttered60.pt --images fresh60.npz
 
-Every digit of the split is placed once, by the task's recipe (envs/canvas.py), with clutter and
+Every digit of the split is placed once, by the task's recipe (envs/engine.py), with clutter and
 positions drawn from ``--seed``: the same recipe as the fixed test set (seed 2), other canvases.
 A seed nobody tuned on gives an independent check of a shipped number.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from envs.canvas import fixed_canvas_set  # noqa: E402
+from envs.engine import fixed_canvas_set  # noqa: E402
 from envs.data import DataError, load_mnist  # noqa: E402
 from envs.task import TASKS, GlimpseTask  # noqa: E402
 from glimpse.cli import fail  # noqa: E402

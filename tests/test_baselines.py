@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import train
-from envs.canvas import fixed_canvas_set
+from envs.engine import fixed_canvas_set
 from glimpse.models.ram.rollout import ram_episodes
 from glimpse.measure import flops_per_image, pixels_read
 from glimpse.models import build_model

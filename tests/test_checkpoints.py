@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs.canvas import fixed_canvas_set
+from envs.engine import fixed_canvas_set
 from glimpse.inference import predict_probabilities, read_right
 from glimpse.checkpoint import load_model
 

@@ -1,9 +1,11 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium.utils.env_checker import check_env
 
 import envs
+from envs import TorchToNumpy
 from envs.task import GlimpseTask
 
 IDS = sorted(envs.ENV_TASKS)
@@ -46,7 +48,7 @@ def play(env, seed, locations):
 
 
 def test_episode_protocol_and_reward():
-    env = make("glimpse/ClutteredMNIST60-v0")
+    env = make("glimpse/ClutteredMNIST60-v1")
     locations = [(0.1 * t, -0.1 * t) for t in range(6)]
     frames, reward, terminated, info = play(env, 0, locations)
     assert terminated and "label" in info and reward == float(info["label"] == 3)
@@ -61,7 +63,7 @@ def test_episode_protocol_and_reward():
 
 
 def test_reward_is_one_for_the_right_label():
-    env = make("glimpse/MNIST-v0")
+    env = make("glimpse/MNIST-v1")
     env.reset(seed=5)
     for _ in range(5):
         env.step({"location": np.zeros(2, np.float32), "label": 0})
@@ -71,7 +73,7 @@ def test_reward_is_one_for_the_right_label():
 
 
 def test_seeded_episodes_are_reproducible():
-    a, b = make("glimpse/ClutteredMNIST100-v0"), make("glimpse/ClutteredMNIST100-v0")
+    a, b = make("glimpse/ClutteredMNIST100-v1"), make("glimpse/ClutteredMNIST100-v1")
     locs = [(0.5, 0.5)] * 8
     fa, ra, _, ia = play(a, 123, locs)
     fb, rb, _, ib = play(b, 123, locs)
@@ -83,7 +85,7 @@ def test_seeded_episodes_are_reproducible():
 
 
 def test_first_location_option():
-    env = make("glimpse/ClutteredMNIST60-v0")
+    env = make("glimpse/ClutteredMNIST60-v1")
     obs, _ = env.reset(seed=0, options={"first_location": "centre"})
     np.testing.assert_array_equal(obs["location"], [0, 0])
     obs, _ = env.reset(seed=0, options={"first_location": "random"})
@@ -93,18 +95,18 @@ def test_first_location_option():
 def test_vector_env_matches_single_env_on_same_canvas_and_locations(bundled):
     rng = np.random.default_rng(0)
     n = 4
-    vec = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=n, vectorization_mode="vector_entry_point",
-                       data_dir="bundled")
+    vec = TorchToNumpy(gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=n,
+                                    vectorization_mode="vector_entry_point", data_dir="bundled"))
     vec.reset(seed=3)
-    canvases = vec.unwrapped.episodes.canvases.copy()
-    labels = vec.unwrapped.episodes.labels.copy()
+    canvases = vec.unwrapped.engine.canvases.numpy().copy()
+    labels = vec.unwrapped.engine.labels.numpy().copy()
     path = rng.uniform(-1, 1, size=(6, n, 2)).astype(np.float32)
     obs, _ = vec.reset(options={"images": canvases, "labels": labels, "first_location": path[0]})
     vec_glimpses = [obs["glimpse"].copy()]
     for t in range(1, 6):
         obs, *_ = vec.step({"location": path[t], "label": np.zeros(n, np.int64)})
         vec_glimpses.append(obs["glimpse"].copy())
-    single = make("glimpse/ClutteredMNIST60-v0")
+    single = make("glimpse/ClutteredMNIST60-v1")
     for i in range(n):
         obs, _ = single.reset(options={"canvas": canvases[i], "label": labels[i], "first_location": path[0, i]})
         np.testing.assert_array_equal(obs["glimpse"], vec_glimpses[0][i])
@@ -115,10 +117,15 @@ def test_vector_env_matches_single_env_on_same_canvas_and_locations(bundled):
 
 def test_vector_env_episode_and_autoreset():
     n = 8
-    vec = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=n, vectorization_mode="vector_entry_point",
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=n, vectorization_mode="vector_entry_point",
                        data_dir="bundled")
+    assert vec.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+    obs, _ = vec.reset(seed=0)  # torch tensors on the env's device
+    assert obs["glimpse"].shape == (n, 3, 12, 12) and obs["glimpse"].dtype == torch.float32
+    assert obs["glimpse"].device.type == "cpu" and obs["location"].shape == (n, 2)
+    vec = TorchToNumpy(vec)
     obs, _ = vec.reset(seed=0)
-    assert obs["glimpse"].shape == (n, 3, 12, 12) and obs["glimpse"].dtype == np.float32
+    assert isinstance(obs["glimpse"], np.ndarray) and obs["glimpse"].dtype == np.float32
     action = {"location": np.zeros((n, 2), np.float32), "label": np.zeros(n, np.int64)}
     for t in range(6):
         obs, reward, term, trunc, info = vec.step(action)
@@ -133,10 +140,10 @@ def test_vector_env_episode_and_autoreset():
 
 
 def test_vector_env_accepts_digit_indices():
-    vec = gym.make_vec("glimpse/MNIST-v0", num_envs=3, vectorization_mode="vector_entry_point", data_dir="bundled")
+    vec = gym.make_vec("glimpse/MNIST-v1", num_envs=3, vectorization_mode="vector_entry_point", data_dir="bundled")
     vec.reset(seed=0, options={"indices": np.array([0, 1, 2])})
-    np.testing.assert_array_equal(vec.unwrapped.episodes.labels, envs_labels := vec.unwrapped.episodes.digits.labels[:3])
-    assert len(envs_labels) == 3
+    engine = vec.unwrapped.engine
+    torch.testing.assert_close(engine.labels, engine.bank.labels[:3])
 
 
 BAD_ACTIONS = [
@@ -153,7 +160,7 @@ BAD_ACTIONS = [
 
 @pytest.mark.parametrize("action,error,match", BAD_ACTIONS)
 def test_bad_actions_are_named_and_change_nothing(action, error, match):
-    env = make("glimpse/ClutteredMNIST60-v0")
+    env = make("glimpse/ClutteredMNIST60-v1")
     env.reset(seed=0)
     t_before = env.unwrapped._episodes.t
     with pytest.raises(error, match=match):
@@ -163,17 +170,17 @@ def test_bad_actions_are_named_and_change_nothing(action, error, match):
 
 
 def test_vector_bad_action_shape():
-    vec = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=4, vectorization_mode="vector_entry_point",
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=4, vectorization_mode="vector_entry_point",
                        data_dir="bundled")
     vec.reset(seed=0)
     with pytest.raises(ValueError, match=r"\(4, 2\)"):
         vec.step({"location": np.zeros((3, 2), np.float32), "label": np.zeros(4, np.int64)})
     with pytest.raises(RuntimeError, match="reset"):
-        gym.make_vec("glimpse/MNIST-v0", num_envs=2, vectorization_mode="vector_entry_point").step(None)
+        gym.make_vec("glimpse/MNIST-v1", num_envs=2, vectorization_mode="vector_entry_point").step(None)
 
 
 def test_step_after_end_or_before_reset():
-    env = make("glimpse/MNIST-v0").unwrapped
+    env = make("glimpse/MNIST-v1").unwrapped
     with pytest.raises(RuntimeError, match="reset"):
         env.step({"location": np.zeros(2, np.float32), "label": 0})
     env.reset(seed=0)
@@ -198,16 +205,16 @@ def test_impossible_sizes_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         GlimpseTask(**kwargs)
     with pytest.raises(ValueError, match=match):
-        gym.make("glimpse/ClutteredMNIST60-v0", **kwargs)
+        gym.make("glimpse/ClutteredMNIST60-v1", **kwargs)
 
 
 def test_unknown_id_is_named():
     with pytest.raises(gym.error.Error, match="ClutteredMNIST61"):
-        gym.make("glimpse/ClutteredMNIST61-v0")
+        gym.make("glimpse/ClutteredMNIST61-v1")
 
 
 def test_bad_reset_options():
-    env = make("glimpse/ClutteredMNIST60-v0")
+    env = make("glimpse/ClutteredMNIST60-v1")
     with pytest.raises(ValueError, match="unknown reset options"):
         env.reset(options={"colour": 1})
     with pytest.raises(ValueError, match="uint8"):
@@ -215,7 +222,7 @@ def test_bad_reset_options():
 
 
 def test_render_draws_the_canvas_with_the_path():
-    env = make("glimpse/ClutteredMNIST60-v0", render_mode="rgb_array")
+    env = make("glimpse/ClutteredMNIST60-v1", render_mode="rgb_array")
     env.reset(seed=0)
     env.step({"location": np.array([0.5, 0.5], np.float32), "label": 0})
     frame = env.render()
@@ -223,7 +230,7 @@ def test_render_draws_the_canvas_with_the_path():
     assert frame.shape[0] >= 60 and frame.shape[1] >= 60
 
 
-TWO_DIGITS = "glimpse/ClutteredTwoDigitMNIST100-v0"
+TWO_DIGITS = "glimpse/ClutteredTwoDigitMNIST100-v1"
 
 
 def finish(env, label, steps):
@@ -236,9 +243,9 @@ def test_two_digit_env_rewards_the_whole_sequence_in_reading_order():
     env = make(TWO_DIGITS).unwrapped
     for seed in range(100):  # a canvas with two different digits, so that their order matters
         env.reset(seed=seed)
-        if len(set(env._episodes.labels[0])) == 2:
+        if len(set(env._episodes.labels[0].tolist())) == 2:
             break
-    truth, where = env._episodes.labels[0].copy(), env._episodes.digit_xy[0]
+    truth, where = env._episodes.labels[0].numpy().copy(), env._episodes.digit_xy[0].numpy()
     assert where[0, 0] <= where[1, 0]  # left digit first
     _, reward, terminated, _, info = finish(env, truth, 16)
     assert terminated and reward == 1.0
@@ -252,8 +259,9 @@ def test_two_digit_env_rewards_the_whole_sequence_in_reading_order():
 def test_two_digit_vector_env_matches_single_env(bundled):
     single = make(TWO_DIGITS).unwrapped
     single.reset(seed=3)
-    canvas, truth = single._episodes.canvases[0], single._episodes.labels[0]
-    vec = gym.make_vec(TWO_DIGITS, num_envs=2, vectorization_mode="vector_entry_point", data_dir="bundled")
+    canvas, truth = single._episodes.canvases[0].numpy(), single._episodes.labels[0].numpy()
+    vec = TorchToNumpy(gym.make_vec(TWO_DIGITS, num_envs=2, vectorization_mode="vector_entry_point",
+                                    data_dir="bundled"))
     labels = np.stack([truth, truth[::-1]])
     obs, _ = vec.reset(seed=0, options={"images": np.stack([canvas, canvas]), "labels": labels,
                                         "first_location": "centre"})

@@ -10,7 +10,7 @@ import torch
 
 import envs
 import train
-from envs.canvas import fixed_canvas_set
+from envs.engine import fixed_canvas_set
 from envs.task import TASKS
 from glimpse.checkpoint import load_checkpoint, load_model, save_checkpoint
 from glimpse.inference import predict_probabilities

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import train
-from envs.canvas import fixed_canvas_set
+from envs.engine import fixed_canvas_set
 from glimpse.localisation import attention_centres, localisation_summary
 from glimpse.models import build_model
 from glimpse.training.config import resolve_config

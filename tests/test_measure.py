@@ -131,7 +131,7 @@ def test_gradient_statistics_of_a_reinforce_toy_with_known_variance():
 def test_ram_and_draw_attention_gradient_variance_can_be_measured(bundled):
     torch.manual_seed(0)
     ram = build_model("ram", {})
-    env = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=16, vectorization_mode="vector_entry_point",
+    env = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=16, vectorization_mode="vector_entry_point",
                        data_dir="bundled")
     head = ram.location_policy.mean
     head.weight.requires_grad_(False)  # a frozen flag must come back as it was

@@ -7,11 +7,17 @@ import torch
 
 import evaluate
 import train
-from envs.canvas import DIGIT_SIZE, fixed_canvas_set, make_canvases
+from envs.engine import DIGIT_SIZE, DigitBank, fixed_canvas_set, make_canvases
 from glimpse.localisation import localise_checkpoint
 from glimpse.models.sat import SATClassifier, SATConfig
 from glimpse.checkpoint import load_checkpoint
 from glimpse.training.config import resolve_config
+
+
+def canvases(images, labels, indices, size, clutter, **kwargs):
+    bank = DigitBank.from_arrays(images, labels)
+    return make_canvases(torch.Generator().manual_seed(0), bank, torch.as_tensor(indices), size, clutter,
+                         **kwargs).numpy()
 
 
 def numbered_pool(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -23,7 +29,7 @@ def numbered_pool(n: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("canvas_size,n_digits", [(60, 2), (100, 3)])
 def test_digits_do_not_overlap_and_are_labelled_in_reading_order(canvas_size, n_digits):
     images, labels = numbered_pool(50)
-    batch = make_canvases(np.random.default_rng(0), images, labels, np.arange(50), canvas_size, 0,
+    batch = canvases(images, labels, np.arange(50), canvas_size, 0,
                           n_digits=n_digits)
     assert batch.images.shape == (50, canvas_size, canvas_size)
     assert batch.labels.shape == (50, n_digits) and batch.digit_xy.shape == (50, n_digits, 2)
@@ -58,9 +64,9 @@ def test_fixed_set_uses_every_digit_and_is_seeded(bundled):
 def test_a_canvas_too_small_for_the_digits_is_a_clear_error():
     images, labels = numbered_pool(4)
     with pytest.raises(ValueError, match="at most 1 non-overlapping 28x28 digits fit on a 40x40 canvas, asked for 2"):
-        make_canvases(np.random.default_rng(0), images, labels, np.arange(4), 40, 0, n_digits=2)
+        canvases(images, labels, np.arange(4), 40, 0, n_digits=2)
     with pytest.raises(ValueError, match="centred"):
-        make_canvases(np.random.default_rng(0), images, labels, np.arange(4), 60, 0, centred=True, n_digits=2)
+        canvases(images, labels, np.arange(4), 60, 0, centred=True, n_digits=2)
 
 
 def test_sat_reads_one_digit_per_block_of_steps_and_knows_where_cells_are():
@@ -118,7 +124,7 @@ def test_ram_reads_one_digit_per_block_and_is_rewarded_for_the_whole_sequence(bu
 
     torch.manual_seed(0)
     model = RecurrentAttentionModel(RAMConfig(glimpse_size=12, n_scales=3, n_glimpses=3, hidden_size=32))
-    env = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=16, vectorization_mode="vector_entry_point",
+    env = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=16, vectorization_mode="vector_entry_point",
                        data_dir="bundled", n_digits=2, n_glimpses=3)
     rollout = run_episodes(model, env, sample=True, seed=0, generator=torch.Generator().manual_seed(0),
                            record_glimpses=True)

@@ -15,7 +15,7 @@ B = 16
 
 
 def make_env(n=B, **kwargs):
-    return gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=n, vectorization_mode="vector_entry_point",
+    return gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=n, vectorization_mode="vector_entry_point",
                         data_dir="bundled", **kwargs)
 
 
@@ -182,7 +182,7 @@ def test_single_glimpse_has_no_policy_terms():
 def test_random_first_glimpses_are_seeded_once_for_the_whole_evaluation_set(bundled):
     """A model trained with --first-location random is scored the same at any batch size, and
     evaluate.py's --seed moves where its first glimpses fall."""
-    from envs.canvas import fixed_canvas_set
+    from envs.engine import fixed_canvas_set
     from glimpse.inference import predict_probabilities
     from glimpse.training.config import resolve_config
 
@@ -200,7 +200,7 @@ def test_random_first_glimpses_are_seeded_once_for_the_whole_evaluation_set(bund
 @pytest.mark.parametrize("first_location", ["centre", "random"])
 def test_sampled_trajectories_do_not_depend_on_the_batch_size(bundled, first_location):
     """evaluate.py --samples M: trajectory k draws all its noise for the whole set from seed + k."""
-    from envs.canvas import fixed_canvas_set
+    from envs.engine import fixed_canvas_set
     from glimpse.inference import predict_probabilities
     from glimpse.training.config import resolve_config
 
@@ -223,7 +223,7 @@ def test_sampled_trajectories_do_not_depend_on_the_batch_size(bundled, first_loc
 
 def test_random_glimpse_baseline_scores_do_not_depend_on_the_batch_size(bundled):
     """Its deterministic evaluation draws the random locations once for the whole set, from --seed."""
-    from envs.canvas import fixed_canvas_set
+    from envs.engine import fixed_canvas_set
     from glimpse.inference import predict_probabilities
     from glimpse.training.config import resolve_config
 

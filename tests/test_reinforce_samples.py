@@ -32,8 +32,8 @@ def learner():
 def test_each_image_is_played_k_times_on_one_canvas(learner):
     assert learner.env.num_envs == 8 * K
     learner.loss(np.arange(8), step_seed=3)
-    episodes = learner.env.unwrapped.episodes
-    canvases, labels, path = episodes.canvases, episodes.labels, episodes.path()  # (8K, H, W), (8K,), (8K, T, 2)
+    engine = learner.env.unwrapped.engine
+    canvases, labels, path = (t.numpy() for t in (engine.canvases, engine.labels, engine.path()))  # (8K, H, W), (8K,), (8K, T, 2)
     for image in range(8):
         group = slice(image * K, (image + 1) * K)
         assert (canvases[group] == canvases[group][:1]).all() and (labels[group] == labels[group][0]).all()

@@ -182,13 +182,13 @@ def test_evaluate_refuses_a_truncated_npz_and_non_finite_weights(tmp_path, capsy
 
 @pytest.mark.parametrize("size,digits", [(60, 3), (56, 4)])
 def test_every_digit_count_the_env_accepts_always_places(size, digits):
-    env = gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=64, vectorization_mode="vector_entry_point",
+    env = gymnasium.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=64, vectorization_mode="vector_entry_point",
                              canvas_size=size, n_digits=digits, data_dir="bundled")
     for seed in range(5):
         env.reset(seed=seed)
-        xy = env.unwrapped.episodes.digit_xy
+        xy = env.unwrapped.engine.digit_xy.numpy()
         i, j = np.triu_indices(digits, 1)
         assert not (np.abs(xy[:, i] - xy[:, j]) < 28).all(-1).any()
         assert xy.min() >= 0 and xy.max() <= size - 28
     with pytest.raises(ValueError, match="at most 4"):
-        gymnasium.make("glimpse/ClutteredMNIST60-v0", canvas_size=56, n_digits=5)
+        gymnasium.make("glimpse/ClutteredMNIST60-v1", canvas_size=56, n_digits=5)

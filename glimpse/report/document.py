@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.canvas import fixed_canvas_set
+from envs.engine import fixed_canvas_set
 from glimpse.cli import markdown_table
 from envs.data import load_mnist
 from glimpse.evaluation import TEST_SEED, fixed_set

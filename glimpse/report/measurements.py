@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
+from envs import ClutteredMNISTVectorEnv
 import numpy as np
 import torch
 
@@ -111,8 +111,7 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
     model = build_model(kind, run["model_config"]).eval()
     if get_family(kind).mode == "hard":
-        env = gym.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=batch_size, vectorization_mode="vector_entry_point",
-                           split="train", data_dir=data_dir, **task)
+        env = ClutteredMNISTVectorEnv(batch_size, **{**task, "split": "train", "data_dir": data_dir})
         grad_fn = ram_gradient_fn(model, env, seed)
     else:
         grad_fn = soft_gradient_fn(model, kind, task, data.train, batch_size, seed)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from gymnasium.utils.seeding import np_random
 
 from envs.data import MNISTSplits
+from envs.engine import first_locations
 from glimpse.losses import hybrid_loss
 from glimpse.inference import read_right
 from glimpse.models.ram.rollout import episode_env, run_episodes
@@ -26,9 +26,10 @@ class HardAttentionLearner:
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
         # the training env: one slot per trajectory (--reinforce-samples per image) of this process's share
         self.samples = config.reinforce_samples
+        # the trainer's actions are valid by construction: validate=False keeps episodes on the device
         self.env = episode_env({**self.task, "split": "train", "data_dir": config.data_dir},
-                               self.local_batch * self.samples)
-        self.generator = torch.Generator()
+                               self.local_batch * self.samples, self.device, validate=False)
+        self.generator = torch.Generator(self.device)
 
     def schedule(self, progress: float) -> dict[str, float]:
         """Anneal the fixed policy std (--location-std-final) on the learning rate's cosine."""
@@ -42,30 +43,28 @@ class HardAttentionLearner:
     def loss(self, indices: np.ndarray, step_seed: int):
         """``indices`` is the global minibatch; this process plays episodes on its contiguous slice.
 
-        The randomness is that of the whole global batch, drawn exactly as a single-process env
-        would (first locations, then canvases, from the step's seed; location noise for all
-        episodes from the step's generator), and sliced: so N processes take the same steps as
-        one process with the same --batch-size, and one process takes the same steps as before.
+        The randomness is that of the whole global batch, drawn on the device from the step's
+        seed (first locations, then canvases, then the location noise of every episode), and
+        sliced: so N processes take the same steps as one process with the same --batch-size.
         With K = --reinforce-samples > 1 each image is played K times, next to each other, on the
         same canvas from the same first location; only the sampled locations differ.
         """
-        self.generator.manual_seed(step_seed)
+        generator = self.generator.manual_seed(step_seed)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
-        episodes = self.env.unwrapped.episodes
-        rng, _ = np_random(step_seed)  # the generator env.reset(seed=step_seed) would make
-        first = episodes.first_locations(rng, len(indices), self.task["first_location"])
-        batch = episodes.sample_canvases(rng, indices)
-
+        engine = self.env.unwrapped.engine
+        first = first_locations(generator, len(indices), self.task["first_location"])
+        batch = engine.sample_canvases(torch.as_tensor(indices).to(self.device, non_blocking=True), generator)
         k = self.samples
 
         def noise(mean: torch.Tensor) -> torch.Tensor:
-            draws = torch.randn((len(indices) * k, *mean.shape[1:]), generator=self.generator, dtype=mean.dtype)
-            return draws[lo * k:hi * k].to(mean.device)
+            draws = torch.randn((len(indices) * k, *mean.shape[1:]), generator=generator, device=self.device,
+                                dtype=mean.dtype)
+            return draws[lo * k:hi * k]
 
-        def per_trajectory(rows: np.ndarray) -> np.ndarray:
-            return np.repeat(rows[lo:hi], k, axis=0)
+        def per_trajectory(rows: torch.Tensor) -> torch.Tensor:
+            return rows[lo:hi].repeat_interleave(k, dim=0)
 
-        rollout = run_episodes(self.model, self.env, sample=True, seed=step_seed, noise=noise, forward=self.forward,
+        rollout = run_episodes(self.model, self.env, sample=True, noise=noise, forward=self.forward,
                                options={"images": per_trajectory(batch.images), "labels": per_trajectory(batch.labels),
                                         "first_location": per_trajectory(first)})
         parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,

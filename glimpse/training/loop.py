@@ -225,6 +225,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         step = start_step
         bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
                    unit="step", dynamic_ncols=True, disable=quiet or not main or None)
+        finite, checked_until = torch.ones((), dtype=torch.bool, device=device), start_step
         try:
             for step in bar:
                 lr = learning_rate(config, step, schedule_steps)
@@ -233,11 +234,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 scheduled = learner.schedule(step / schedule_steps)
                 indices = batch_indices(config.seed, step, n_train, config.batch_size)
                 loss, metrics = learner.loss(indices, step_seed(config.seed, step))
-                if not _finite_everywhere(loss):
-                    raise TrainingDiverged(
-                        f"loss became {loss.item()} at step {step} (epoch {step / steps_per_epoch:.2f}); stopping. "
-                        + (f"The last good checkpoint is {run_dir / 'last.pt'}" if (run_dir / "last.pt").exists()
-                           else "No checkpoint was written yet") + ": try a lower --lr or --grad-clip.")
+                # read on the host only when logging or checkpointing, so that a step never waits for the device
+                finite = finite & torch.isfinite(loss.detach())
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if config.grad_clip > 0:
@@ -245,6 +243,14 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 optimizer.step()
                 window_images += len(indices)
                 done = step + 1
+                if done % config.log_every == 0 or done % val_every == 0 or done == total_steps:
+                    if not _finite_everywhere(finite):
+                        raise TrainingDiverged(
+                            f"loss became nan or inf at a step between {checked_until} and {done - 1} (epoch "
+                            f"{done / steps_per_epoch:.2f}); stopping. "
+                            + (f"The last good checkpoint is {run_dir / 'last.pt'}" if (run_dir / "last.pt").exists()
+                               else "No checkpoint was written yet") + ": try a lower --lr or --grad-clip.")
+                    checked_until = done
                 if done % config.log_every == 0 or done == total_steps:
                     now = time.perf_counter()
                     scalars = _mean_over_processes(metrics, device)
@@ -303,10 +309,9 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             owner.release()
 
 
-def _finite_everywhere(loss: torch.Tensor) -> bool:
-    """Whether the loss is finite on every process (so that all of them stop together)."""
-    finite = torch.isfinite(loss.detach()).to(torch.float32)
-    return bool(distributed.all_reduce_mean(finite).item() == 1.0)
+def _finite_everywhere(finite: torch.Tensor) -> bool:
+    """Whether every loss since the last check was finite on every process (so that all of them stop together)."""
+    return bool(distributed.all_reduce_mean(finite.to(torch.float32)).item() == 1.0)
 
 
 def _mean_over_processes(metrics: dict[str, torch.Tensor], device: torch.device) -> dict[str, float]:

@@ -1,5 +1,6 @@
 """Backpropagation: a soft-attention family (DRAW, Show-Attend-Tell, the Spatial Transformer) or
-a full-image baseline, trained on the same canvases the hard model's env draws. The loss is
+a full-image baseline, trained on canvases the engine draws on the model's device (the recipe the
+hard model's env uses). The loss is
 cross-entropy plus whatever terms the family adds (``Family.training_terms``)."""
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from envs.canvas import make_canvases
+from envs.engine import DigitBank, make_canvases
 from envs.data import MNISTSplits
 from glimpse.inference import read_right
 from glimpse.models import Look
@@ -23,7 +24,8 @@ class BackpropLearner:
         self.local_batch = local_batch_size(config.batch_size, world_size)
         self.family = config.family
         self.task = config.task()
-        self.train_digits = data.train
+        self.train_digits = DigitBank.of(data.train, self.device)  # moved to the device once
+        self.generator = torch.Generator(self.device)
         self.model_config = self.family.model_config(config)
         self.model = self.family.build(self.model_config).to(self.device)
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
@@ -35,10 +37,11 @@ class BackpropLearner:
         """The canvases of the whole global minibatch ``indices`` from the step's seed; this
         process trains on its contiguous slice (so N processes match one with the same batch)."""
         config = self.config
-        batch = make_canvases(np.random.default_rng(step_seed), self.train_digits.images, self.train_digits.labels,
-                              indices, config.canvas_size, config.n_clutter, config.centred_digit, config.n_digits)
+        batch = make_canvases(self.generator.manual_seed(step_seed), self.train_digits,
+                              torch.as_tensor(indices).to(self.device, non_blocking=True), config.canvas_size,
+                              config.n_clutter, config.centred_digit, config.n_digits)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
-        labels = torch.from_numpy(batch.labels[lo:hi]).to(self.device)  # (B,) or (B, K) digits in reading order
+        labels = batch.labels[lo:hi]  # (B,) or (B, K) digits in reading order
         outputs = self.forward(canvases_to_tensor(batch.images[lo:hi], self.device))
         look = Look(outputs["logits"], None, outputs)
         logits = look.logits  # (B, C) or (B, K, C): each digit its own cross-entropy term

@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-import gymnasium
-import numpy as np
 import torch
 
-import envs  # noqa: F401 - registers the environments
+from envs import ClutteredMNISTVectorEnv
+from envs.engine import as_tensor
 from glimpse.models.ram.location import LocationPolicy
 from glimpse.models.ram.model import RecurrentAttentionModel
 
@@ -44,7 +43,8 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     noise of each sampled location (default: ``randn`` from ``generator``): distributed
     training draws the whole global batch's noise and keeps its own slice. ``forward`` is what
     is called for each step (default ``model``; a DistributedDataParallel wrapper of it in
-    training). The env speaks numpy on the CPU; tensors go to the model's device and back.
+    training). The env (:class:`envs.ClutteredMNISTVectorEnv`) speaks torch; on the model's
+    device the episode never leaves it: nothing here reads a tensor value on the host.
 
     A model whose config has ``policy="random"`` (the random-glimpse baseline) ignores its
     policy: each next location is uniform on [-1, 1]^2, made from the same standard normal
@@ -53,18 +53,21 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     zeros: there is nothing for REINFORCE to train.
     """
     observation, _ = env.reset(seed=seed, options=options)
-    n_glimpses, per_digit = env.task.episode_length, env.task.n_glimpses
+    task = env.unwrapped.task
+    n_glimpses, per_digit = task.episode_length, task.n_glimpses
     forward = model if forward is None else forward
     device = next(model.parameters()).device
     state = model.initial_state(env.num_envs, device)
     log_probs, baselines, locations, glimpses, digit_logits = [], [], [], [], []
-    unjudged_label = env.task.blank_labels(env.num_envs)
+    unjudged_label = torch.zeros((env.num_envs, task.n_digits) if task.n_digits > 1 else (env.num_envs,),
+                                 dtype=torch.int64, device=device)  # only the final step's label is judged
     random_policy = getattr(model.config, "policy", "learned") == "random"
     if random_policy and generator is None and noise is None:
         generator = torch.Generator().manual_seed(seed or 0)
+    info = {}
     for t in range(n_glimpses):
-        glimpse = torch.from_numpy(observation["glimpse"]).to(device)
-        location = torch.from_numpy(observation["location"]).to(device)
+        glimpse = observation["glimpse"].to(device)
+        location = observation["location"].to(device)
         locations.append(location)
         if record_glimpses:
             glimpses.append(glimpse)
@@ -75,7 +78,7 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
         if t < n_glimpses - 1:
             if random_policy:
                 z = noise(out.mean) if noise is not None else torch.randn(
-                    out.mean.shape, generator=generator, dtype=out.mean.dtype).to(device)
+                    out.mean.shape, generator=generator, device=generator.device, dtype=out.mean.dtype).to(device)
                 next_location = torch.erf(z / math.sqrt(2.0))  # uniform on [-1, 1]
                 log_probs.append(out.mean.new_zeros(len(z)))
             else:
@@ -87,19 +90,20 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
                     next_location = LocationPolicy.sample(out.mean, out.std, generator)
                 log_probs.append(LocationPolicy.log_prob(out.mean, out.std, next_location))
             baselines.append(out.baseline)
-            label = unjudged_label  # only the final step's label is judged
+            label = unjudged_label
         else:  # the final step's location is never looked at
             next_location = out.mean.detach()
-            logits = digit_logits[0] if env.task.n_digits == 1 else torch.stack(digit_logits, 1)
-            label = logits.argmax(-1).cpu().numpy()
-        action = {"location": next_location.clamp(-1.0, 1.0).cpu().numpy(), "label": label}
+            logits = digit_logits[0] if task.n_digits == 1 else torch.stack(digit_logits, 1)
+            label = logits.argmax(-1)
+        action = {"location": next_location.clamp(-1.0, 1.0), "label": label}
         observation, reward, terminated, truncated, info = env.step(action)
-    assert terminated.all(), "the environment must end every episode after its episode_length steps"
+    if "label" not in info:
+        raise RuntimeError("the environment must end every episode after its episode_length steps")
     empty = out.logits.new_zeros(env.num_envs, 0)
     return Rollout(
         logits=logits,
-        reward=torch.from_numpy(np.asarray(reward, dtype=np.float32)).to(device),
-        labels=torch.from_numpy(info["label"]).to(device),
+        reward=reward.to(device, torch.float32),
+        labels=info["label"].to(device),
         log_probs=torch.stack(log_probs, 1) if log_probs else empty,
         baselines=torch.stack(baselines, 1) if baselines else empty,
         locations=torch.stack(locations, 1),
@@ -107,26 +111,30 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     )
 
 
-def episode_env(task: dict, num_envs: int):
-    """A vector env of ``task`` with ``num_envs`` slots, fed explicit canvases (no digits are loaded)."""
-    return gymnasium.make_vec("glimpse/ClutteredMNIST60-v0", num_envs=num_envs,
-                              vectorization_mode="vector_entry_point", **task)
+def episode_env(task: dict, num_envs: int, device: torch.device | str = "cpu",
+                validate: bool = True) -> ClutteredMNISTVectorEnv:
+    """A vector env of ``task`` with ``num_envs`` slots on ``device`` (no digits are loaded until
+    it draws canvases itself). ``validate=False``: actions and reset inputs are trusted (no host sync)."""
+    return ClutteredMNISTVectorEnv(num_envs, device=device, validate=validate, **task)
 
 
-def ram_episodes(model: RecurrentAttentionModel, task: dict, images: np.ndarray, labels: np.ndarray | None = None, *,
+def ram_episodes(model: RecurrentAttentionModel, task: dict, images, labels=None, *,
                  sample: bool = False, generator: torch.Generator | None = None, record_glimpses: bool = False,
-                 first_locations: np.ndarray | None = None, location_noise: torch.Tensor | None = None) -> Rollout:
-    """One RAM episode per canvas of (N, H, W) uint8 ``images``, through the env (``labels`` only
-    matter for the reward).
+                 first_locations=None, location_noise: torch.Tensor | None = None) -> Rollout:
+    """One RAM episode per canvas of (N, H, W) uint8 ``images`` (array or tensor), through the env
+    on the model's device (``labels`` only matter for the reward).
 
     ``first_locations`` (N, 2) overrides where the first glimpses fall; by default the task's
     rule applies ("random" ones drawn from seed 0). ``location_noise`` (N, T-1, 2), if given, is
     the standard normal noise of each sampled location, step by step, instead of ``generator``."""
-    env = episode_env(task, len(images))
-    labels = env.task.blank_labels(len(images)) if labels is None else np.asarray(labels, np.int64)
+    device = next(model.parameters()).device
+    env = episode_env(task, len(images), device, validate=False)
+    images = as_tensor(images, device)
+    labels = torch.zeros((len(images),) + ((env.task.n_digits,) if env.task.n_digits > 1 else ()), dtype=torch.int64,
+                         device=device) if labels is None else as_tensor(labels, device, torch.int64)
     options = {"images": images, "labels": labels}
     if first_locations is not None:
-        options["first_location"] = first_locations
+        options["first_location"] = as_tensor(first_locations, device, torch.float32)
     noise = None
     if location_noise is not None:
         steps = iter(location_noise.unbind(1))

@@ -1,0 +1,91 @@
+"""Hard-mode training never leaves the device during an episode: from the canvases to the last
+step, nothing reads a tensor value on the host (on CPU: every such read is counted; on a GPU:
+torch's sync debug mode turns a synchronisation into an error)."""
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+
+from envs.data import load_bundled_subset
+from glimpse.training.config import resolve_config
+from glimpse.training.hard import HardAttentionLearner
+
+# the ways a tensor's value reaches Python: each is a device -> host copy that waits for the device
+HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "__array__")
+
+
+@contextlib.contextmanager
+def counting_host_reads():
+    reads = []
+    originals = {name: getattr(torch.Tensor, name) for name in HOST_READS}
+
+    def counted(name):
+        def read(self, *args, **kwargs):
+            reads.append(name)
+            return originals[name](self, *args, **kwargs)
+        return read
+
+    for name in HOST_READS:
+        setattr(torch.Tensor, name, counted(name))
+    try:
+        yield reads
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+def learner(device="cpu", **options):
+    config = resolve_config({"preset": "cluttered60", "mode": "hard", "batch_size": 16, "hidden_size": 32,
+                             "data_dir": "bundled", **options})
+    return HardAttentionLearner(config, load_bundled_subset(), device)
+
+
+@pytest.mark.parametrize("options", [{}, {"reinforce_samples": 2}, {"first_location": "random"},
+                                     {"preset": "multi100", "n_glimpses": 2}])
+def test_a_training_episode_reads_nothing_on_the_host(options):
+    hard = learner(**options)
+    hard.loss(np.arange(16), step_seed=0)  # first call: digits loaded, caches filled
+    with counting_host_reads() as reads:
+        loss, metrics = hard.loss(np.arange(16, 32), step_seed=1)
+        loss.backward()
+    assert reads == [], f"host reads inside the episode: {reads}"
+    assert torch.isfinite(loss)
+
+
+def test_the_counter_sees_a_host_read():
+    """The test above can fail: a rollout that branches on a tensor is caught."""
+    with counting_host_reads() as reads:
+        if torch.ones(()) > 0:
+            torch.zeros(2).tolist()
+    assert reads == ["__bool__", "tolist"]
+
+
+def test_the_env_checks_user_actions_only_when_validating():
+    """The env a user makes validates values (a clear error); the trainer's env does not read them."""
+    from envs import ClutteredMNISTVectorEnv
+
+    user = ClutteredMNISTVectorEnv(4, data_dir="bundled")
+    user.reset(seed=0)
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        user.step({"location": torch.full((4, 2), 2.0), "label": torch.zeros(4, dtype=torch.int64)})
+    trusted = ClutteredMNISTVectorEnv(4, data_dir="bundled", validate=False)
+    trusted.reset(seed=0)
+    with counting_host_reads() as reads:
+        trusted.step({"location": torch.zeros(4, 2), "label": torch.zeros(4, dtype=torch.int64)})
+    assert reads == []
+    with pytest.raises(ValueError, match="shape"):  # shapes are still checked, without reading values
+        trusted.step({"location": torch.zeros(3, 2), "label": torch.zeros(4, dtype=torch.int64)})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_a_cuda_training_step_does_not_synchronise():
+    hard = learner("cuda")
+    hard.loss(np.arange(16), step_seed=0)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss, _ = hard.loss(np.arange(16, 32), step_seed=1)
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)

@@ -1,0 +1,51 @@
+"""The README's results table cannot drift from the shipped checkpoints: each is re-scored here on
+the first 1,000 canvases of the benchmark's test set against checkpoints/scores.json (written by
+scripts/checkpoint_table.py --write), and the README's table must be that file's table.
+
+Needs full MNIST: $GLIMPSE_DATA, or ../shared/datasets beside the clone (as on the lab's machines
+and in CI); skipped without it. Tolerance: 0.2 points (2 of 1,000 canvases), for float
+differences between machines in the models' arithmetic; the canvases themselves are exact
+(drawn on the CPU, their hashes are checked in test_benchmark_sets.py).
+"""
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from envs.task import BENCHMARK_VERSION
+from glimpse.evaluation import evaluate_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+SCORES = json.loads((ROOT / "checkpoints" / "scores.json").read_text())
+DATA = os.environ.get("GLIMPSE_DATA") or str(ROOT.parent / "shared" / "datasets")
+HAS_MNIST = (Path(DATA) / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
+TOLERANCE = 0.002
+
+
+def load_table_script():
+    spec = importlib.util.spec_from_file_location("checkpoint_table", ROOT / "scripts" / "checkpoint_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_shipped_checkpoint_has_scores_of_this_benchmark():
+    assert SCORES["benchmark"] == BENCHMARK_VERSION
+    assert sorted(row["checkpoint"] for row in SCORES["rows"]) == sorted(p.name for p in (ROOT / "checkpoints").glob("*.pt"))
+
+
+def test_the_readme_table_is_the_scores_table():
+    script = load_table_script()
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(script.README_START, 1)[1].split(script.README_END, 1)[0].strip()
+    assert block == script.table(SCORES["rows"], SCORES["samples"])
+
+
+@pytest.mark.skipif(not HAS_MNIST, reason=f"full MNIST not found in {DATA}")
+@pytest.mark.parametrize("row", SCORES["rows"], ids=lambda row: row["checkpoint"])
+def test_a_checkpoint_scores_its_table_entry(row):
+    result = evaluate_checkpoint(ROOT / "checkpoints" / row["checkpoint"], data_dir=DATA, limit=1000, progress=False)
+    assert result["n"] == 1000
+    assert abs(result["error"] - row["first_1000_error"]) <= TOLERANCE, (result["error"], row["first_1000_error"])
