@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # noqa: E402 - run as a script from a clone
-from envs import ClutteredMNISTVectorEnv, TASKS
+from envs import TASKS
 from envs.data import DataError, load_mnist
 from envs.engine import fixed_canvas_set
 from glimpse.cli import fail, markdown_table

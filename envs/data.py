@@ -5,19 +5,20 @@ Lookup order (the first that works wins, and the choice is recorded in ``MNISTSp
 1. an explicit ``data_dir`` argument, else the ``GLIMPSE_DATA`` environment variable;
    a directory named there must hold MNIST, otherwise :class:`DataError` (no silent fallback);
    the special value ``bundled`` asks for the bundled subset;
-2. ``./data``;
-3. a torchvision download into ``./data`` (works where there is internet);
-4. the bundled subset of real MNIST in ``envs/assets`` (with a loud warning).
+2. ``./data``, if it already holds MNIST (it is never created);
+3. the user cache (``$XDG_CACHE_HOME/glimpse``, by default ``~/.cache/glimpse``), downloading
+   MNIST there with torchvision if it is not there yet (where there is internet);
+4. the bundled subset of real MNIST in ``envs/assets``, with one warning that says why.
 
 Every directory is in torchvision's layout: ``<dir>/MNIST/raw/train-images-idx3-ubyte`` etc.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import socket
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,13 @@ BUNDLED_NAME = "bundled"  # data_dir value that selects the bundled subset expli
 
 class DataError(RuntimeError):
     """MNIST could not be found or read; the message says where it looked and why."""
+
+
+class BundledSubsetWarning(UserWarning):
+    """Full MNIST was not found: the run uses the bundled subset (shown once per process)."""
+
+
+warnings.simplefilter("once", BundledSubsetWarning)
 
 
 @dataclass(frozen=True)
@@ -109,18 +117,25 @@ def _check_arrays(train_x, train_y, test_x, test_y, where: str) -> None:
             raise DataError(f"{where}: {name} labels outside 0..9")
 
 
-def _download(root: Path) -> bool:
+def cache_dir() -> Path:
+    """Where MNIST is downloaded: ``$XDG_CACHE_HOME/glimpse`` (default ``~/.cache/glimpse``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "glimpse"
+
+
+def _download(root: Path) -> str | None:
+    """Download MNIST into ``root``; None when done, else why it failed (one line)."""
     from torchvision.datasets import MNIST
 
     old_timeout = socket.getdefaulttimeout()
     socket.setdefaulttimeout(20)
     try:
-        for train in (True, False):
-            MNIST(root=str(root), train=train, download=True)
-        return True
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            for train in (True, False):  # torchvision prints every mirror it tries: the message below says it once
+                MNIST(root=str(root), train=train, download=True)
+        return None
     except Exception as exc:  # no network, mirror down, disk full: fall through to the subset
-        print(f"[glimpse] MNIST download into {root} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return False
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
     finally:
         socket.setdefaulttimeout(old_timeout)
 
@@ -184,20 +199,21 @@ def _load_cached(explicit: str | None, download: bool, cwd: str) -> MNISTSplits:
         return _split(*_read_torchvision(root), source=f"full MNIST from {root}", is_subset=False)
 
     local = Path(cwd) / DEFAULT_DATA_DIR
-    if _has_raw_files(local) or (download and _download(local)):
+    if _has_raw_files(local):
         return _split(*_read_torchvision(local), source=f"full MNIST from {local}", is_subset=False)
+    cache = cache_dir()
+    failure = "downloads are off" if not download else None
+    if not _has_raw_files(cache) and download:
+        failure = _download(cache)
+    if _has_raw_files(cache):
+        return _split(*_read_torchvision(cache), source=f"full MNIST from {cache}", is_subset=False)
 
     arrays = read_bundled_subset()
-    banner = "!" * 78
-    message = (
-        f"\n{banner}\n"
-        f"  WARNING: full MNIST not found (no --data-dir, no ${DATA_ENV_VAR}, nothing in ./data,\n"
-        f"  download failed). Using the BUNDLED SUBSET: {len(arrays[1])} training and {len(arrays[3])} test digits.\n"
-        f"  Accuracies from this run are NOT comparable with the papers.\n"
-        f"{banner}"
-    )
-    print(message, file=sys.stderr)
-    warnings.warn("full MNIST not found: using the bundled subset", stacklevel=3)
+    warnings.warn(
+        f"full MNIST not found (no --data-dir or ${DATA_ENV_VAR}, none in ./data or {cache}; the download into "
+        f"{cache} failed: {failure}). Using the bundled subset: {len(arrays[1])} training and {len(arrays[3])} "
+        f"test digits, so accuracies are not comparable with the papers. Point --data-dir at a folder "
+        f"holding MNIST/raw to use the full set.", BundledSubsetWarning, stacklevel=3)
     return _split(*arrays, source=f"bundled subset {BUNDLED_SUBSET.name} "
                   f"({len(arrays[1])} train / {len(arrays[3])} test digits)", is_subset=True)
 

@@ -17,16 +17,10 @@ ones that solve the task.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = str(Path(__file__).resolve().parents[1])
-if ROOT not in sys.path:  # run as a script: make the repo root importable, as scripts/ do
-    sys.path.insert(0, ROOT)
-
-import envs  # noqa: E402 - registers the env ids
-from envs.flat_action import make_flat  # noqa: E402
+import envs  # noqa: F401 - registers the env ids
+from envs.flat_action import make_flat
 
 
 def main(argv: list[str] | None = None) -> float:

@@ -7,7 +7,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from envs.engine import fixed_canvas_set
 from envs.data import load_mnist
@@ -15,6 +14,7 @@ from envs.task import BENCHMARK_VERSION
 from glimpse.inference import predict_probabilities, read_right
 from glimpse.checkpoint import describe_provenance, load_model
 from glimpse.models import get_family
+from glimpse.progress import progress as progress_bar
 
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
 
@@ -86,7 +86,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
     start = time.perf_counter()
-    with tqdm(total=len(images), desc="evaluate", unit="img", disable=None if progress else True) as bar:
+    with progress_bar(total=len(images), desc="evaluate", unit="img", disable=not progress) as bar:
         probs = predict_probabilities(kind, model, task, images, batch_size, samples, seed, progress=bar)
     seconds = time.perf_counter() - start
     predictions = probs.argmax(-1).numpy()

@@ -18,10 +18,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from envs.task import BENCHMARK_VERSION  # noqa: E402
-from glimpse.evaluation import evaluate_checkpoint  # noqa: E402
-from glimpse.models import get_family  # noqa: E402
+from envs.task import BENCHMARK_VERSION
+from glimpse.evaluation import evaluate_checkpoint
+from glimpse.models import get_family
 
 REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
     "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 0.8"),

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from glimpse.cli import fail  # noqa: E402
-from envs.data import DataError, load_mnist  # noqa: E402
-from glimpse.measure import soft_minibatch  # noqa: E402
-from glimpse.state_gradients import state_gradient_norms  # noqa: E402
-from glimpse.checkpoint import CheckpointError, load_model  # noqa: E402
+from glimpse.cli import fail
+from envs.data import DataError, load_mnist
+from glimpse.measure import soft_minibatch
+from glimpse.state_gradients import state_gradient_norms
+from glimpse.checkpoint import CheckpointError, load_model
 
 
 def main(argv: list[str] | None = None) -> int:

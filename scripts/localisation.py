@@ -18,12 +18,12 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from glimpse.cli import fail  # noqa: E402
-from envs.data import DataError  # noqa: E402
-from glimpse.localisation import DEFAULT_RADIUS, localise_checkpoint  # noqa: E402
-from glimpse.checkpoint import CheckpointError  # noqa: E402
+import torch
+
+from glimpse.cli import fail
+from envs.data import DataError
+from glimpse.localisation import DEFAULT_RADIUS, localise_checkpoint
+from glimpse.checkpoint import CheckpointError
 
 
 def percent(value) -> str:
@@ -63,10 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("test", "val"), default="test")
     parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")
     parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     parser.add_argument("--json", action="store_true",
                         help="make the last line of stdout JSON: an object (a list of them for several checkpoints)")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        return fail(ValueError(f"--threads must be >= 1, got {args.threads}"))
+    torch.set_num_threads(args.threads)
     results = []
     for checkpoint in args.checkpoint:
         try:

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from envs.engine import fixed_canvas_set  # noqa: E402
-from envs.data import DataError, load_mnist  # noqa: E402
-from envs.task import TASKS, GlimpseTask  # noqa: E402
-from glimpse.cli import fail  # noqa: E402
+from envs.engine import fixed_canvas_set
+from envs.data import DataError, load_mnist
+from envs.task import TASKS, GlimpseTask
+from glimpse.cli import fail
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from envs.data import BUNDLED_SUBSET, _read_torchvision  # noqa: E402
+from envs.data import BUNDLED_SUBSET, _read_torchvision
 
 PER_CLASS_TRAIN = 1000
 PER_CLASS_TEST = 200

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-import train
+from glimpse.commands import train
 from envs.engine import fixed_canvas_set
 from glimpse.models.ram.rollout import ram_episodes
 from glimpse.measure import flops_per_image, pixels_read

@@ -52,29 +52,37 @@ def test_corrupt_files_are_reported(tmp_path):
         load_mnist(tmp_path)
 
 
-def test_fallback_order_local_then_download_then_subset(tmp_path, monkeypatch):
+def test_fallback_order_local_then_cache_download_then_subset(tmp_path, monkeypatch):
     _clear()
     monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     calls = []
 
     def no_network(root):
         calls.append(root)
-        return False
+        return "URLError: no route to host"
 
     monkeypatch.setattr(data, "_download", no_network)
-    with pytest.warns(UserWarning, match="bundled subset"):
+    with pytest.warns(data.BundledSubsetWarning, match="bundled subset") as caught:
         splits = load_mnist()
+    assert len(caught) == 1 and "no route to host" in str(caught[0].message)  # one message, with the reason
     assert splits.is_subset and "bundled" in splits.source
-    assert calls == [tmp_path / "data"], "a download into ./data is tried before the subset"
+    assert calls == [tmp_path / "cache" / "glimpse"], "the download goes to the user cache"
+    assert not (tmp_path / "data").exists(), "nothing is created in the working directory"
 
-    # ./data wins over a download once it holds MNIST: fake it with the subset's arrays
+    # ./data wins over the cache and a download once it holds MNIST: fake it with the subset's arrays
     _clear()
     monkeypatch.setattr(data, "_has_raw_files", lambda root: root == tmp_path / "data")
     monkeypatch.setattr(data, "_read_torchvision", lambda root: data.read_bundled_subset())
     splits = load_mnist()
     assert not splits.is_subset and str(tmp_path / "data") in splits.source
-    assert calls == [tmp_path / "data"], "no download when ./data has MNIST"
+    assert len(calls) == 1, "no download when ./data has MNIST"
+
+    # a cache that holds MNIST is used without a download
+    _clear()
+    monkeypatch.setattr(data, "_has_raw_files", lambda root: root == tmp_path / "cache" / "glimpse")
+    assert str(tmp_path / "cache" / "glimpse") in load_mnist().source and len(calls) == 1
 
     # an explicit directory wins over ./data
     _clear()

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import train
+from glimpse.commands import train
 from glimpse.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def test_two_processes_train_what_one_process_trains(tmp_path, mode):
     for key, value in one["model_state"].items():
         torch.testing.assert_close(two["model_state"][key], value, rtol=1e-5, atol=1e-5, msg=key)
     # the logged metrics are means over the processes, i.e. over the global batch
-    for tag in ("losses/total", "charts/accuracy"):
+    for tag in ("losses/total", "train/accuracy"):
         assert scalars(tmp_path / "two", tag) == pytest.approx(scalars(tmp_path / "one", tag), rel=1e-4, abs=1e-5)
     assert len(list((tmp_path / "two").glob("events.out.tfevents.*"))) == 1  # only rank 0 writes TensorBoard
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import envs
-import train
+from glimpse.commands import train
 from envs.engine import fixed_canvas_set
 from envs.task import TASKS
 from glimpse.checkpoint import load_checkpoint, load_model, save_checkpoint
@@ -49,7 +49,7 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
     before = [p.detach().clone() for p in learner.model.parameters()]
     loss, metrics = learner.loss(np.arange(8), step_seed=0)
     assert loss.dim() == 0 and torch.isfinite(loss)
-    assert all(k.startswith(("losses/", "charts/")) for k in metrics)
+    assert all(k.startswith(("losses/", "train/")) for k in metrics)
     loss.backward()
     torch.optim.Adam(learner.model.parameters(), lr=1e-3).step()
     assert any(not torch.equal(a, b) for a, b in zip(before, learner.model.parameters()))

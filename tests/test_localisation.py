@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import train
+from glimpse.commands import train
 from envs.engine import fixed_canvas_set
 from glimpse.localisation import attention_centres, localisation_summary
 from glimpse.models import build_model

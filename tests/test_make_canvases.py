@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-import evaluate
+from glimpse.commands import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("make_canvases", ROOT / "scripts" / "make_canvases.py")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-import evaluate
-import train
+from glimpse.commands import evaluate
+from glimpse.commands import train
 from envs.engine import DIGIT_SIZE, DigitBank, fixed_canvas_set, make_canvases
 from glimpse.localisation import localise_checkpoint
 from glimpse.models.sat import SATClassifier, SATConfig

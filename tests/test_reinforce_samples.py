@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-import train
+from glimpse.commands import train
 from envs.data import load_bundled_subset
 from glimpse.checkpoint import load_checkpoint
 from glimpse.losses import hybrid_loss, leave_one_out_baseline

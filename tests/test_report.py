@@ -4,7 +4,7 @@ import torch
 import pytest
 from PIL import Image
 
-import report
+from glimpse.commands import report
 from glimpse.report.document import HEADLINE_END, HEADLINE_START, update_readme
 from glimpse.report.experiments import by_name
 

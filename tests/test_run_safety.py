@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-import evaluate
-import train
+from glimpse.commands import evaluate
+from glimpse.commands import train
 from glimpse.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,9 +77,8 @@ def test_a_start_that_fails_after_the_lock_leaves_no_directory(tmp_path, capsys)
 
 HOLDER = """
 import sys, time
-sys.path.insert(0, sys.argv[1])
 from glimpse.training.rundir import RunDirectory
-held = RunDirectory(sys.argv[2]).acquire()  # the lock lives as long as this object
+held = RunDirectory(sys.argv[1]).acquire()  # the lock lives as long as this object
 print("locked", flush=True)
 time.sleep(60)
 """
@@ -87,7 +86,7 @@ time.sleep(60)
 
 def test_a_second_run_on_a_directory_in_use_is_refused_and_a_killed_holder_frees_it(tmp_path, capsys):
     run = tmp_path / "runs" / "shared"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ROOT), str(run)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(run)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         argv = [*QUICK, "--run-dir", str(run.parent), "--run-name", "shared", "--max-steps", "2"]
@@ -192,3 +191,13 @@ def test_every_digit_count_the_env_accepts_always_places(size, digits):
         assert xy.min() >= 0 and xy.max() <= size - 28
     with pytest.raises(ValueError, match="at most 4"):
         gymnasium.make("glimpse/ClutteredMNIST60-v1", canvas_size=56, n_digits=5)
+
+
+def test_a_redirected_run_prints_progress_lines(tmp_path, monkeypatch, capsys):
+    """Off a terminal (a job, a notebook, CI) training says how far it is every few seconds."""
+    from glimpse import progress
+
+    monkeypatch.setattr(progress, "LINE_EVERY_SECONDS", 0.0)
+    assert train.main([*QUICK, "--run-dir", str(tmp_path), "--run-name", "lines", "--max-steps", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "train: 1/3 step (33 %)" in err and "train: 3/3 step (100 %)" in err and "step/s" in err

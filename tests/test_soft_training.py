@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-import evaluate
-import train
+from glimpse.commands import evaluate
+from glimpse.commands import train
 from glimpse.checkpoint import load_checkpoint
 
 FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0"]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-import evaluate
-import train
+from glimpse.commands import evaluate
+from glimpse.commands import train
 from glimpse.training import loop
 from glimpse.checkpoint import load_checkpoint
 
@@ -42,11 +42,11 @@ def test_hard_attention_learns_well_above_chance(tmp_path, capsys):
 
     events = EventAccumulator(str(run))
     events.Reload()
-    val = [e.value for e in events.Scalars("charts/val_accuracy")]
+    val = [e.value for e in events.Scalars("val/accuracy")]
     assert len(val) == 6 and max(val) == pytest.approx(best["best_val_accuracy"])
-    found = [e.value for e in events.Scalars("charts/val_digit_found")]  # did it look at the digit?
+    found = [e.value for e in events.Scalars("val/digit_found")]  # did it look at the digit?
     assert len(found) == 6 and all(0 <= f <= 1 for f in found)
-    assert len(events.Scalars("charts/val_distance_to_digit")) == 6
+    assert len(events.Scalars("val/distance_to_digit")) == 6
 
 
 def test_seeded_runs_reproduce(tmp_path):
@@ -118,7 +118,7 @@ def test_annealed_location_std_follows_the_cosine_and_is_logged(tmp_path):
 
     events = EventAccumulator(str(run))
     events.Reload()
-    stds = [e.value for e in events.Scalars("charts/location_std")]
+    stds = [e.value for e in events.Scalars("train/location_std")]
     from envs.data import load_bundled_subset
 
     steps_per_epoch = len(load_bundled_subset().train) // 32

@@ -121,7 +121,7 @@ class DRAWFamily(Family):
         return Attention(outputs["centre"], (outputs["stride"] * read_size)[..., None])
 
     def training_terms(self, look, config):
-        return None, {"charts/filterbank_stride": look.outputs["stride"].detach().mean()}
+        return None, {"train/filterbank_stride": look.outputs["stride"].detach().mean()}
 
     def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
         """Every Gaussian filter has weight on every pixel, so each of the T reads touches the whole

@@ -146,7 +146,7 @@ class STNFamily(Family):
         return Attention(centres=outputs["centre"][:, None], boxes=width[:, None, None])
 
     def training_terms(self, look, config):
-        return None, {"charts/crop_scale": look.outputs["scale"].detach().mean()}
+        return None, {"train/crop_scale": look.outputs["scale"].detach().mean()}
 
     def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
         """The localisation network reads every pixel once; the sampler reads at most 4 canvas

@@ -5,18 +5,23 @@ An interrupted run (a ``last.pt`` but no finished ``best.pt``) is resumed, not r
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
+
+import glimpse
+from glimpse.progress import progress
 
 from glimpse.report.experiments import Experiment
 from glimpse.checkpoint import CheckpointError, load_checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
+# the report trains with the same glimpse it runs from, installed or in a clone
+GLIMPSE_PARENT = str(Path(glimpse.__file__).resolve().parents[1])
+TRAIN = ("-m", "glimpse.commands.train")
 
 
 @dataclass
@@ -69,11 +74,11 @@ def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_step
     run_dir = runs_dir / request.name
     common = {"threads": threads, "max_steps": max_steps or None}
     if (run_dir / "last.pt").exists():  # interrupted: continue it exactly
-        return [sys.executable, str(ROOT / "train.py"), "--resume", str(run_dir),
+        return [sys.executable, *TRAIN, "--resume", str(run_dir),
                 *_flags({"epochs": request.epochs, **common})]
     options = {**request.experiment.train_options(request.seed, request.epochs), **common,
                "data_dir": data_dir, "run_dir": str(runs_dir), "run_name": request.name}
-    return [sys.executable, str(ROOT / "train.py"), *_flags(options)]
+    return [sys.executable, *TRAIN, *_flags(options)]
 
 
 def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, threads: int = 1,
@@ -95,10 +100,12 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
         with open(runs_dir / f"{request.name}.log", "a") as log:
             log.write(" ".join(command) + "\n")
             log.flush()
-            if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode != 0:
+            path = os.pathsep.join(p for p in (GLIMPSE_PARENT, os.environ.get("PYTHONPATH")) if p)
+            result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
+            if result.returncode != 0:
                 failed.append(request.name)
 
-    with tqdm(total=len(todo), desc="report runs", unit="run", disable=quiet or None) as bar, \
+    with progress(total=len(todo), desc="report runs", unit="run", disable=quiet) as bar, \
             ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for _ in pool.map(lambda r: (run(r), bar.update(1)), todo):
             pass

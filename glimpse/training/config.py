@@ -96,7 +96,8 @@ class TrainConfig:
                                 "(default: $GLIMPSE_DATA, ./data, download, bundled subset)")
     run_dir: str = _opt("runs", "where runs (TensorBoard logs and checkpoints) are written")
     run_name: str | None = _opt(None, "sub-directory of --run-dir (default: derived from mode, preset, seed)")
-    threads: int = _opt(0, "torch CPU threads (0: torch's default)")
+    threads: int = _opt(1, "torch CPU threads (1: these small models lose speed to more threads on a busy "
+                           "machine; 0: torch's default, one per core)")
     device: str = _opt("auto", "where to train: auto (a GPU when there is one), cpu or cuda; under torchrun each "
                        "process takes GPU LOCAL_RANK", ("auto", "cpu", "cuda"))
     log_every: int = _opt(50, "steps between scalar logs")

@@ -38,7 +38,7 @@ class HardAttentionLearner:
         start, end = self.config.location_std, self.config.location_std_final
         std = end + (start - end) * cosine(progress)
         self.model.location_policy.fixed_std = std
-        return {"charts/location_std": std}
+        return {"train/location_std": std}
 
     def loss(self, indices: np.ndarray, step_seed: int):
         """``indices`` is the global minibatch; this process plays episodes on its contiguous slice.
@@ -75,11 +75,11 @@ class HardAttentionLearner:
             "losses/classification": parts.classification.detach(),
             "losses/reinforce": parts.reinforce.detach(),
             "losses/baseline": parts.baseline.detach(),
-            "charts/accuracy": read_right(predictions, rollout.labels).float().mean(),
-            "charts/reward": rollout.reward.mean(),
-            "charts/advantage_variance": parts.advantage.var(),
-            "charts/baseline_mean": rollout.baselines.detach().mean(),
+            "train/accuracy": read_right(predictions, rollout.labels).float().mean(),
+            "train/reward": rollout.reward.mean(),
+            "train/advantage_variance": parts.advantage.var(),
+            "train/baseline_mean": rollout.baselines.detach().mean(),
         }
         if rollout.labels.dim() == 2:
-            metrics["charts/digit_accuracy"] = (predictions == rollout.labels).float().mean()
+            metrics["train/digit_accuracy"] = (predictions == rollout.labels).float().mean()
         return parts.total, metrics

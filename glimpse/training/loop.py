@@ -12,18 +12,18 @@ processes; only rank 0 validates, tests, writes TensorBoard and checkpoints.
 """
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from envs.data import MNISTSplits, load_mnist
 from glimpse.checkpoint import load_checkpoint, provenance, save_checkpoint
 from glimpse.evaluation import fixed_set
+from glimpse.progress import progress
+from glimpse.progress import say as progress_say
 from glimpse.inference import predict_probabilities, read_right
 from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary
 from glimpse.training import distributed
@@ -94,7 +94,7 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
 
 def predict(learner: Learner, images: np.ndarray, batch_size: int, desc: str) -> np.ndarray:
     """Predicted digits (N,) or (N, K)."""
-    with tqdm(total=len(images), desc=desc, leave=False, unit="img", disable=None) as bar:
+    with progress(total=len(images), desc=desc, leave=False, unit="img") as bar:
         probs = predict_probabilities(learner.family.name, learner.model, learner.task, images, batch_size,
                                       progress=bar)
     learner.model.train()
@@ -113,18 +113,18 @@ def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
     Multi-digit canvases report the share of digits read right instead of localisation."""
     if canvases.labels.ndim == 2:
         predictions = predict(learner, canvases.images, batch_size, "validate")
-        return {"charts/val_accuracy": float(read_right(predictions, canvases.labels).mean()),
-                "charts/val_digit_accuracy": float((predictions == canvases.labels).mean())}
+        return {"val/accuracy": float(read_right(predictions, canvases.labels).mean()),
+                "val/digit_accuracy": float((predictions == canvases.labels).mean())}
     if not learner.family.has_attention:
-        return {"charts/val_accuracy": accuracy(learner, canvases.images, canvases.labels, batch_size, "validate")}
-    with tqdm(total=len(canvases.images), desc="validate", leave=False, unit="img", disable=None) as bar:
+        return {"val/accuracy": accuracy(learner, canvases.images, canvases.labels, batch_size, "validate")}
+    with progress(total=len(canvases.images), desc="validate", leave=False, unit="img") as bar:
         centres, predictions = attention_centres(learner.family.name, learner.model, learner.task, canvases.images,
                                                  batch_size, progress=bar)
     learner.model.train()
     found = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
-    return {"charts/val_accuracy": float((predictions == canvases.labels).mean()),
-            "charts/val_digit_found": found["found"],
-            "charts/val_distance_to_digit": found["median_distance_per_step"][-1]}
+    return {"val/accuracy": float((predictions == canvases.labels).mean()),
+            "val/digit_found": found["found"],
+            "val/distance_to_digit": found["median_distance_per_step"][-1]}
 
 
 def fixed_sets(task: dict, data: MNISTSplits):
@@ -213,7 +213,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             return out
 
         logger = RunLogger(run_dir, config, data.source, purge_step=start_step) if main else NullLogger()
-        say = (lambda *a: None) if quiet or not main else (lambda msg: tqdm.write(msg, file=sys.stderr))
+        say = (lambda *a: None) if quiet or not main else progress_say
         where = f"{world} processes on {device.type}" if world > 1 else str(device)
         what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
         say(f"[glimpse] {what} ({learner.family.name}), {data.source}, {where}; run {run_dir}")
@@ -223,8 +223,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         t_start = time.perf_counter()
         window_start, window_images = time.perf_counter(), 0
         step = start_step
-        bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
-                   unit="step", dynamic_ncols=True, disable=quiet or not main or None)
+        bar = progress(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
+                       unit="step", disable=quiet or not main)
         finite, checked_until = torch.ones((), dtype=torch.bool, device=device), start_step
         try:
             for step in bar:
@@ -239,7 +239,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if config.grad_clip > 0:
-                    metrics["charts/grad_norm"] = torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
+                    metrics["train/grad_norm"] = torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
                 optimizer.step()
                 window_images += len(indices)
                 done = step + 1
@@ -254,10 +254,10 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                 if done % config.log_every == 0 or done == total_steps:
                     now = time.perf_counter()
                     scalars = _mean_over_processes(metrics, device)
-                    scalars.update({**scheduled, "charts/learning_rate": lr, "charts/epoch": done / steps_per_epoch,
-                                    "charts/images_per_second": window_images / (now - window_start)})
+                    scalars.update({**scheduled, "train/learning_rate": lr, "train/epoch": done / steps_per_epoch,
+                                    "perf/images_per_second": window_images / (now - window_start)})
                     logger.scalars(scalars, done)
-                    bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['charts/accuracy']:.3f}",
+                    bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['train/accuracy']:.3f}",
                                     best_val=f"{max(best_val, 0):.4f}")
                     window_start, window_images = now, 0
                 if main and config.image_every and done % config.image_every == 0:
@@ -267,8 +267,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                         distributed.barrier()
                         continue
                     val_scalars = validate(learner, val_set, config.eval_batch_size)
-                    val_acc = val_scalars["charts/val_accuracy"]
-                    logger.scalars({**val_scalars, "charts/val_error": 1 - val_acc}, done)
+                    val_acc = val_scalars["val/accuracy"]
+                    logger.scalars({**val_scalars, "val/error": 1 - val_acc}, done)
                     history.append({"step": done, "epoch": done / steps_per_epoch, "val_accuracy": val_acc,
                                     "train_seconds": elapsed + (time.perf_counter() - t_start)})
                     logger.images(pictures(learner, *picture_canvases), done)
@@ -295,7 +295,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             best = load_checkpoint(run_dir / "best.pt")
             learner.model.load_state_dict(best["model_state"])
             test_acc = accuracy(learner, test_set.images, test_set.labels, config.eval_batch_size, "test")
-            logger.scalars({"charts/test_accuracy": test_acc}, total_steps)
+            logger.scalars({"test/accuracy": test_acc}, total_steps)
             best["test_accuracy"] = test_acc
             best["train_seconds"] = elapsed
             best["history"] = history  # the whole learning curve, not only up to the best step
@@ -316,7 +316,7 @@ def _finite_everywhere(finite: torch.Tensor) -> bool:
 
 def _mean_over_processes(metrics: dict[str, torch.Tensor], device: torch.device) -> dict[str, float]:
     """Scalar metrics averaged over the processes (each over an equal slice of the batch): the
-    global-batch value for means; for charts/advantage_variance the mean of per-slice variances."""
+    global-batch value for means; for train/advantage_variance the mean of per-slice variances."""
     values = torch.stack([torch.as_tensor(v).detach().to(device, torch.float32).reshape(()) for v in metrics.values()])
     return dict(zip(metrics, distributed.all_reduce_mean(values).tolist()))
 

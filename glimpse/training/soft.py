@@ -50,7 +50,7 @@ class BackpropLearner:
         total = classification if extra is None else classification + extra
         predictions = logits.argmax(-1)
         metrics.update({"losses/classification": classification.detach(), "losses/total": total.detach(),
-                        "charts/accuracy": read_right(predictions, labels).float().mean()})
+                        "train/accuracy": read_right(predictions, labels).float().mean()})
         if labels.dim() == 2:
-            metrics["charts/digit_accuracy"] = (predictions == labels).float().mean()
+            metrics["train/digit_accuracy"] = (predictions == labels).float().mean()
         return total, metrics

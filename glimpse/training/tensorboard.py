@@ -1,5 +1,7 @@
-"""TensorBoard habits from CleanRL: ``losses/...`` and ``charts/...`` scalars, the
-configuration as a markdown table, pictures every N steps."""
+"""TensorBoard habits from CleanRL: scalars in groups that read at a glance (``losses/`` the
+terms of the loss; ``train/`` the training batches and schedules; ``val/`` and ``test/`` the
+fixed canvases; ``perf/`` speed), the configuration as a markdown table, pictures every N steps
+(``attention/where_it_looks``)."""
 from __future__ import annotations
 
 from pathlib import Path
