@@ -6,12 +6,12 @@ import numpy as np
 import torch
 
 from envs.data import MNISTSplits
-from envs.engine import first_locations
+from envs.engine import DigitBank, first_locations
 from glimpse.losses import hybrid_loss
 from glimpse.inference import read_right
 from glimpse.models.ram.rollout import episode_env, run_episodes
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import cosine, local_batch_size
+from glimpse.training.learner import cosine, local_batch_size, training_canvases
 
 
 class HardAttentionLearner:
@@ -27,8 +27,9 @@ class HardAttentionLearner:
         # the training env: one slot per trajectory (--reinforce-samples per image) of this process's share
         self.samples = config.reinforce_samples
         # the trainer's actions are valid by construction: validate=False keeps episodes on the device
-        self.env = episode_env({**self.task, "split": "train", "data_dir": config.data_dir},
-                               self.local_batch * self.samples, self.device, validate=False)
+        # (it plays the canvases given to it, drawn from ``data`` below: it loads no digits itself)
+        self.env = episode_env(self.task, self.local_batch * self.samples, self.device, validate=False)
+        self.train_digits = DigitBank.of(data.train, self.device)  # moved to the device once
         self.generator = torch.Generator(self.device)
 
     def schedule(self, progress: float) -> dict[str, float]:
@@ -51,9 +52,8 @@ class HardAttentionLearner:
         """
         generator = self.generator.manual_seed(step_seed)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
-        engine = self.env.unwrapped.engine
         first = first_locations(generator, len(indices), self.task["first_location"])
-        batch = engine.sample_canvases(torch.as_tensor(indices).to(self.device, non_blocking=True), generator)
+        batch = training_canvases(self.train_digits, generator, indices, self.task)
         k = self.samples
 
         def noise(mean: torch.Tensor) -> torch.Tensor:

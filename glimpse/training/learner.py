@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.engine import CanvasBatch, DigitBank, make_canvases
 from glimpse.models import Family
 from glimpse.viz import grid, where_it_looks
 
@@ -26,6 +27,13 @@ def local_batch_size(batch_size: int, world_size: int) -> int:
         raise ValueError(f"--batch-size {batch_size} (the global batch) must be divisible by the "
                          f"number of processes, {world_size}")
     return batch_size // world_size
+
+
+def training_canvases(bank: DigitBank, generator: torch.Generator, indices: np.ndarray, task: dict) -> CanvasBatch:
+    """The canvases of the global minibatch ``indices`` (digits of ``bank``), drawn by the task's
+    recipe on the bank's device from ``generator`` (seeded by the step)."""
+    return make_canvases(generator, bank, torch.as_tensor(indices).to(bank.device, non_blocking=True),
+                         task["canvas_size"], task["n_clutter"], task["centred_digit"], task.get("n_digits", 1))
 
 
 def cosine(progress: float) -> float:

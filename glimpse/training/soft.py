@@ -8,13 +8,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from envs.engine import DigitBank, make_canvases
+from envs.engine import DigitBank
 from envs.data import MNISTSplits
 from glimpse.inference import read_right
 from glimpse.models import Look
 from glimpse.models.registry import canvases_to_tensor
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import local_batch_size
+from glimpse.training.learner import local_batch_size, training_canvases
 
 
 class BackpropLearner:
@@ -37,9 +37,7 @@ class BackpropLearner:
         """The canvases of the whole global minibatch ``indices`` from the step's seed; this
         process trains on its contiguous slice (so N processes match one with the same batch)."""
         config = self.config
-        batch = make_canvases(self.generator.manual_seed(step_seed), self.train_digits,
-                              torch.as_tensor(indices).to(self.device, non_blocking=True), config.canvas_size,
-                              config.n_clutter, config.centred_digit, config.n_digits)
+        batch = training_canvases(self.train_digits, self.generator.manual_seed(step_seed), indices, self.task)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
         labels = batch.labels[lo:hi]  # (B,) or (B, K) digits in reading order
         outputs = self.forward(canvases_to_tensor(batch.images[lo:hi], self.device))
