@@ -94,3 +94,25 @@ def test_relative_variance_of_a_known_gradient_noise():
     grads = mu + 0.5 * torch.randn(20_000, 10, generator=generator, dtype=torch.float64)
     assert relative_variance(grads) == pytest.approx(10 * 0.25 / 4.0, rel=0.05)
     assert relative_variance(0.5 * torch.randn(50, 10, generator=generator, dtype=torch.float64)) > 1
+
+
+def test_a_run_tested_on_an_older_benchmark_is_scored_again(tmp_path):
+    """Runs record the benchmark version their test error was measured on; the report scores a
+    run of another version again on today's test canvases, by evaluate.py's code."""
+    from glimpse.checkpoint import save_checkpoint
+    from glimpse.commands import train
+    from glimpse.evaluation import evaluate_checkpoint
+    from glimpse.report.measurements import collect
+
+    runs = tmp_path / "runs"
+    assert train.main(["--preset", "cluttered60", "--mode", "full", "--full-arch", "fc", "--max-steps", "2",
+                       "--data-dir", "bundled", "--run-dir", str(runs), "--run-name", "fc-seed0"]) == 0
+    best = runs / "fc-seed0" / "best.pt"
+    payload = load_checkpoint(best)
+    assert payload["benchmark"] == 1
+    collected = collect(FC, (0,), runs, "bundled")
+    assert collected.runs[0]["test_accuracy"] == payload["test_accuracy"]  # today's version: taken as recorded
+    save_checkpoint(best, {**{k: v for k, v in payload.items() if k not in ("benchmark", "format")},
+                           "test_accuracy": 0.0})
+    rescored = collect(FC, (0,), runs, "bundled").runs[0]["test_accuracy"]
+    assert rescored == evaluate_checkpoint(best, data_dir="bundled", progress=False)["accuracy"] > 0.0

@@ -6,10 +6,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs import ClutteredMNISTVectorEnv
 import numpy as np
 import torch
 
+from envs import ClutteredMNISTVectorEnv
+
+from envs.task import BENCHMARK_VERSION
+from glimpse.evaluation import evaluate_checkpoint
 from glimpse.measure import flops_per_image, pixels_read, ram_gradient_fn, soft_gradient_fn
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
@@ -38,12 +41,16 @@ class SeedRuns:
         return model.eval()
 
 
-def collect(experiment: Experiment, seeds, runs_dir: Path) -> SeedRuns:
-    """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out)."""
+def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None = None) -> SeedRuns:
+    """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out). A run
+    tested on another benchmark version's canvases than today's is scored again on today's."""
     runs, dirs = [], []
     for seed in seeds:
         run_dir = runs_dir / experiment.run_name(seed)
         payload = finished_run(run_dir)
+        if payload is not None and payload.get("benchmark") != BENCHMARK_VERSION:
+            scored = evaluate_checkpoint(run_dir / "best.pt", data_dir=data_dir, progress=False)
+            payload.update(test_accuracy=scored["accuracy"], benchmark=BENCHMARK_VERSION)
         if payload is not None:
             runs.append(payload)
             dirs.append(run_dir)

@@ -21,6 +21,7 @@ import torch
 
 from envs.data import MNISTSplits, load_mnist
 from glimpse.checkpoint import load_checkpoint, provenance, save_checkpoint
+from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import fixed_set
 from glimpse.progress import progress
 from glimpse.progress import say as progress_say
@@ -206,7 +207,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             out = dict(kind=learner.family.name, model_config=learner.model_config, task=learner.task,
                        train_config=config.to_dict(), model_state=learner.model.state_dict(), step=step,
                        best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
-                       run_dir=str(run_dir.resolve()), provenance=origin,
+                       run_dir=str(run_dir.resolve()), provenance=origin, benchmark=BENCHMARK_VERSION,
                        train_seconds=elapsed + (time.perf_counter() - t_start), history=history)
             if with_optimizer:
                 out["optimizer_state"] = optimizer.state_dict()
