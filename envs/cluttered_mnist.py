@@ -1,4 +1,4 @@
-"""One cluttered-MNIST glimpse episode as a Gymnasium env (see the README for the protocol).
+"""One cluttered-MNIST glimpse episode as a Gymnasium env (docs/environments.md has the protocol).
 
 Episode: ``reset`` shows glimpse 1 at the env's first location; each ``step`` takes
 ``{"location", "label"}``: steps 1..T-1 return the glimpse at the new location, step T

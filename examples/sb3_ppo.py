@@ -2,7 +2,7 @@
 
 Run (stable-baselines3 is an optional dependency)::
 
-    pip install stable-baselines3
+    pip install ".[sb3]"          # Stable-Baselines3, an optional extra
     python examples/sb3_ppo.py                       # 4096 steps, bundled MNIST subset
     python examples/sb3_ppo.py --steps 100000 --data-dir /path/to/mnist
 

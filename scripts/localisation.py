@@ -3,7 +3,7 @@
     python scripts/localisation.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir ../shared/datasets
     python scripts/localisation.py --checkpoint checkpoints/*-cluttered*.pt --data-dir ../shared/datasets
 
-On the fixed test canvases (the ones evaluate.py scores), for RAM, DRAW and Show-Attend-Tell
+On the fixed test canvases (the ones evaluate.py scores), for every attention family (RAM, DRAW, Show-Attend-Tell, the Spatial Transformer)
 checkpoints: at each step, the median distance in pixels from where the model looked to the
 digit's centre and the share of canvases looked at within --radius of it; then how many canvases
 had some step within the radius ("found"), and the test error where the digit was found and where
@@ -57,7 +57,7 @@ def print_table(results: list[dict], radius: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, nargs="+",
-                        help="RAM, DRAW or Show-Attend-Tell checkpoints (several: a summary table)")
+                        help="checkpoints of attention families (several: a summary table)")
     parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,
                         help="pixels from the digit's centre that count as looking at it (the digit is 28x28)")
     parser.add_argument("--split", choices=("test", "val"), default="test")

@@ -3,7 +3,7 @@
     python report.py --train                 # train what is missing (about an hour on 2 cores), then report
     python report.py                         # report from the finished runs in runs/report
     python report.py --train --budget 3      # three times the epochs of every model
-    python report.py --readme                # also put the headline table and figure in README.md
+    python report.py --readme                # also put the headline table and figure in ./README.md
 
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs

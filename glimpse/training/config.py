@@ -69,7 +69,7 @@ class TrainConfig:
                                  "paper's random-glimpse baseline: no policy, no REINFORCE)")
     reinforce_into_core: float = _opt(0.0, "hard: share of the REINFORCE gradient that goes on from the location "
                                       "network into the core and glimpse network: 0 stops it there, 1 is the paper; "
-                                      "0.1 lets the policy shape the features (see README, Training)")
+                                      "0.1 lets the policy shape the features (see docs/gradients.md)")
     reinforce_samples: int = _opt(1, "hard: sampled trajectories per image, sharing its canvas: 1 uses the learned "
                                   "baseline; K > 1 uses the mean reward of the image's other K - 1 samples as the "
                                   "baseline (leave-one-out, Kool et al. 2019); K times the episodes per step")
@@ -81,7 +81,7 @@ class TrainConfig:
     attention_into_core: float = _opt(1.0, "draw: share of the gradient of the attention parameters that flows "
                                       "back into the LSTM state (1: the paper); the attention head keeps its exact "
                                       "gradient. Below 1 it damps the loop state -> read -> state that explodes "
-                                      "on 100x100 (README, Results)")
+                                      "on 100x100 (docs/gradients.md)")
     attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     lr: float = _opt(1e-3, "peak learning rate")

@@ -1,0 +1,78 @@
+"""Every command the README and docs/ show runs as written: each `python train.py ...`,
+`evaluate.py`, `report.py`, `scripts/*.py`, `benchmarks/*.py` and `examples/*.py` line of their
+bash blocks is parsed by the real command's argument parser (unknown or misspelt options, bad
+values and missing required ones fail), and every linked file exists."""
+import argparse
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SCRIPTS = {"train.py": "glimpse/commands/train.py", "evaluate.py": "glimpse/commands/evaluate.py",
+           "report.py": "glimpse/commands/report.py", "glimpse-train": "glimpse/commands/train.py",
+           "glimpse-evaluate": "glimpse/commands/evaluate.py", "glimpse-report": "glimpse/commands/report.py"}
+
+
+class Parsed(Exception):
+    """Raised by the patched parser once the command line parsed: nothing runs."""
+
+
+def commands():
+    for document in DOCUMENTS:
+        for block in re.findall(r"```bash\n(.*?)```", document.read_text(), flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #", 1)[0].strip()
+                for part in (p.strip() for p in re.split(r"&&|;", line)):
+                    words = shlex.split(part) if part else []
+                    if words[:1] == ["python"] and len(words) > 1 and words[1].endswith(".py"):
+                        yield document.name, words[1], words[2:]
+                    elif words[:1] and words[0] in SCRIPTS and words[0].startswith("glimpse-"):
+                        yield document.name, words[0], words[1:]
+
+
+COMMANDS = list(commands())
+
+
+def load(script: str):
+    path = ROOT / SCRIPTS.get(script, script)
+    spec = importlib.util.spec_from_file_location(f"doc_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_documents_show_commands():
+    scripts = {script for _, script, _ in COMMANDS}
+    assert {"train.py", "evaluate.py", "report.py"} <= scripts
+
+
+@pytest.mark.parametrize("document,script,argv", COMMANDS, ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_a_documented_command_parses(document, script, argv, monkeypatch, capsys):
+    if "--help" in argv:
+        argv = [a for a in argv if a != "--help"]
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        original(self, args, namespace)
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    assert (ROOT / SCRIPTS.get(script, script)).is_file(), f"{document}: no {script}"
+    with pytest.raises(Parsed):
+        try:
+            load(script).main(argv)
+        except SystemExit as exit_:
+            pytest.fail(f"{document}: `{script} {' '.join(argv)}` does not parse: {capsys.readouterr().err}"
+                        f" (exit {exit_.code})")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+def test_linked_files_exist(document):
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", document.read_text()):
+        if "://" in target:
+            continue
+        assert (document.parent / target).exists(), f"{document.name} links to missing {target}"
