@@ -143,17 +143,19 @@ def make_canvases(generator: torch.Generator, bank: DigitBank, indices: torch.Te
                          f"fit on a {canvas_size}x{canvas_size} canvas, asked for {n_digits}")
     indices = indices.to(device=device, dtype=torch.int64)
     n, size = len(indices), canvas_size
-    flat_digits = bank.images.view(m, DIGIT_SIZE * DIGIT_SIZE)
-    targets, values = [], []  # flat canvas positions and the pixel values added there
+    pixels = bank.images.view(m * DIGIT_SIZE * DIGIT_SIZE)  # every digit's pixels, one after the other
+    # integer adds: exact and order-free, so scatter_add_ is deterministic on every device
+    canvas = torch.zeros(n, size * size, dtype=torch.int32, device=device)
 
     if n_clutter:
         source = (indices[:, None] + 1 + _randint(generator, m - 1, (n, n_clutter))) % m  # another digit
         crop = _randint(generator, DIGIT_SIZE - CLUTTER_SIZE + 1, (n, n_clutter, 2))
         where = _randint(generator, size - CLUTTER_SIZE + 1, (n, n_clutter, 2))
-        rows, cols = _square(CLUTTER_SIZE, device)
-        pixels = (crop[..., 1:] + rows) * DIGIT_SIZE + crop[..., :1] + cols  # (N, P, 64) into the 28x28 digit
-        values.append(flat_digits[source[..., None], pixels].view(n, -1))
-        targets.append(((where[..., 1:] + rows) * size + where[..., :1] + cols).view(n, -1))
+        # flat offsets: the crop's first pixel in the bank, then the 8x8 patch (precomputed per size)
+        start = (source * DIGIT_SIZE + crop[..., 1]) * DIGIT_SIZE + crop[..., 0]
+        patches = pixels.take(start[..., None] + _patch_offsets(CLUTTER_SIZE, DIGIT_SIZE, device))
+        target = (where[..., 1] * size + where[..., 0])[..., None] + _patch_offsets(CLUTTER_SIZE, size, device)
+        canvas.scatter_add_(1, target.view(n, -1), patches.view(n, -1).to(torch.int32))
 
     if n_digits > 1:
         others = _randint(generator, m, (n, n_digits - 1))
@@ -168,13 +170,9 @@ def make_canvases(generator: torch.Generator, bank: DigitBank, indices: torch.Te
             digit_xy = torch.full((n, 1, 2), (size - DIGIT_SIZE) // 2, dtype=torch.int64, device=device)
         else:
             digit_xy = _randint(generator, size - DIGIT_SIZE + 1, (n, 1, 2))
-    rows, cols = _square(DIGIT_SIZE, device)
-    values.append(flat_digits[placed].view(n, -1))
-    targets.append(((digit_xy[..., 1:] + rows) * size + digit_xy[..., :1] + cols).view(n, -1))
-
-    # integer adds: exact and order-free, so scatter_add_ is deterministic on every device
-    canvas = torch.zeros(n, size * size, dtype=torch.int32, device=device)
-    canvas.scatter_add_(1, torch.cat(targets, 1), torch.cat(values, 1).to(torch.int32))
+    digits = bank.images.view(m, -1).index_select(0, placed.view(-1))  # whole rows: a copy, not a gather
+    target = (digit_xy[..., 1] * size + digit_xy[..., 0])[..., None] + _patch_offsets(DIGIT_SIZE, size, device)
+    canvas.scatter_add_(1, target.view(n, -1), digits.view(n, -1).to(torch.int32))
     images = canvas.clamp_(0, 255).to(torch.uint8).view(n, size, size)
     labels = bank.labels[placed]
     if n_digits == 1:
@@ -182,11 +180,12 @@ def make_canvases(generator: torch.Generator, bank: DigitBank, indices: torch.Te
     return CanvasBatch(images, labels, digit_xy)
 
 
-@functools.lru_cache(maxsize=8)
-def _square(side: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row and column offsets of a side x side patch, flattened: (side*side,) each."""
+@functools.lru_cache(maxsize=16)
+def _patch_offsets(side: int, row_length: int, device: torch.device) -> torch.Tensor:
+    """(side*side,) flat offsets of a side x side patch's pixels in an image with rows of
+    ``row_length`` pixels, from the patch's first pixel."""
     r = torch.arange(side, device=device)
-    return r.repeat_interleave(side), r.repeat(side)
+    return (r[:, None] * row_length + r[None, :]).view(-1)
 
 
 def non_overlapping_positions(generator: torch.Generator, n: int, n_digits: int, canvas_size: int) -> torch.Tensor:

@@ -11,9 +11,11 @@ every sum stays below 2**24 (canvases up to 256x256; larger ones switch to float
 """
 from __future__ import annotations
 
-import torch
+import functools
 
-from envs.coords import unit_to_pixels
+import torch
+import torch.nn.functional as F
+
 
 
 EXACT_FLOAT32_LIMIT = 2**24
@@ -28,9 +30,7 @@ def integral_images(canvases: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"canvases must be (B, H, W) uint8, got {tuple(canvases.shape)} {canvases.dtype}")
     batch, height, width = canvases.shape
     dtype = torch.float32 if 255 * height * width < EXACT_FLOAT32_LIMIT else torch.float64
-    ii = torch.zeros(batch, height + 1, width + 1, dtype=dtype, device=canvases.device)
-    ii[:, 1:, 1:] = canvases.to(dtype).cumsum(1).cumsum(2)
-    return ii
+    return F.pad(canvases.to(dtype), (1, 0, 1, 0)).cumsum_(2).cumsum_(1)
 
 
 def patch_origin(centre_px: torch.Tensor, width: torch.Tensor | int) -> torch.Tensor:
@@ -55,16 +55,23 @@ def extract_glimpses(ii: torch.Tensor, locations: torch.Tensor, glimpse_size: in
     batch, height, width = ii.shape[0], ii.shape[1] - 1, ii.shape[2] - 1
     if locations.shape != (batch, 2):
         raise ValueError(f"locations must have shape ({batch}, 2), got {tuple(locations.shape)}")
-    cell = 2 ** torch.arange(n_scales, device=ii.device)  # (k,) pooling factor of each scale
-    steps = torch.arange(glimpse_size + 1, device=ii.device)  # cell edges 0..g
-    loc = locations.to(torch.float32)
-    # (B, k, g+1) edge coordinates of every cell of every scale, clamped: outside reads as 0
-    x_edges = patch_origin(unit_to_pixels(loc[:, :1], width), cell * glimpse_size)[:, :, None] + cell[None, :, None] * steps
-    y_edges = patch_origin(unit_to_pixels(loc[:, 1:], height), cell * glimpse_size)[:, :, None] + cell[None, :, None] * steps
-    x_edges = x_edges.clamp_(0, width)
-    y_edges = y_edges.clamp_(0, height)
-    flat_index = (y_edges[:, :, :, None] * (width + 1) + x_edges[:, :, None, :]).view(batch, -1)
+    half_width, edges, norm = _sensor(glimpse_size, n_scales, ii.device, ii.dtype)
+    size = torch.tensor([width, height], device=ii.device)
+    # (B, 2, k, g+1) x and y edges of every cell of every scale, clamped: outside reads as 0
+    centre_px = (locations.to(torch.float32) + 1.0) * (size / 2.0)  # (B, 2) pixels, as envs.coords.unit_to_pixels
+    origin = torch.floor(centre_px[:, :, None] - half_width + 0.5).long()  # as patch_origin, every scale at once
+    xy_edges = torch.minimum((origin[..., None] + edges).clamp_(min=0), size[None, :, None, None])
+    flat_index = (xy_edges[:, 1, :, :, None] * (width + 1) + xy_edges[:, 0, :, None, :]).view(batch, -1)
     corners = ii.view(batch, -1).gather(1, flat_index).view(batch, n_scales, glimpse_size + 1, glimpse_size + 1)
     box_sums = corners[..., 1:, 1:] - corners[..., :-1, 1:] - corners[..., 1:, :-1] + corners[..., :-1, :-1]
-    scale_norm = (cell.to(box_sums.dtype) ** 2 * 255.0)[None, :, None, None]
-    return (box_sums / scale_norm).to(torch.float32)
+    return (box_sums / norm).to(torch.float32)
+
+
+@functools.lru_cache(maxsize=32)
+def _sensor(glimpse_size: int, n_scales: int, device: torch.device, dtype: torch.dtype):
+    """Per scale s (cells 2**s pixels wide): half the patch width (k,), the cell edges from the
+    patch's origin (k, g+1), and what a cell's sum is divided by to give its mean in [0, 1] (1, k, 1, 1)."""
+    cell = 2 ** torch.arange(n_scales, device=device)
+    edges = cell[:, None] * torch.arange(glimpse_size + 1, device=device)
+    norm = (cell.to(dtype) ** 2 * 255.0)[None, :, None, None]
+    return cell * glimpse_size / 2, edges, norm
