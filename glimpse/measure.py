@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from envs.engine import DigitBank, make_canvases
+from envs.engine import DigitBank, first_locations, make_canvases
 from glimpse.losses import hybrid_loss
 from glimpse.models import get_family
 from glimpse.models.ram.rollout import run_episodes
@@ -180,21 +180,37 @@ def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(grads, params)])
 
 
-def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray | None = None) -> torch.Tensor:
+def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray | None = None,
+                           samples: int = 1) -> torch.Tensor:
     """One minibatch's REINFORCE gradient of the location policy's mean head, flattened (d,).
 
     Plays ``env.num_envs`` episodes with sampled locations (:func:`glimpse.models.ram.rollout.run_episodes`;
     ``seed`` seeds both the env, hence which digits, clutter and first location, and the
-    location noise), then differentiates ``hybrid_loss(...).reinforce`` (advantage = reward -
-    detached baseline) w.r.t. :func:`attention_parameters`. ``indices`` (num_envs,) fixes the
-    digits instead. Weights are not changed; no ``.grad`` is written.
+    location noise), then differentiates ``hybrid_loss(...).reinforce`` w.r.t.
+    :func:`attention_parameters`. ``samples`` = 1: the advantage is reward - the learned
+    (detached) baseline; K > 1: ``env.num_envs / K`` images, each played K times on one canvas
+    from one first location, with the leave-one-out baseline (``--reinforce-samples K``).
+    ``indices`` fixes the digits instead. Weights are not changed; no ``.grad`` is written.
     """
     params = list(attention_parameters(model, "ram").values())
     generator = torch.Generator().manual_seed(seed)
-    options = None if indices is None else {"indices": np.asarray(indices)}
+    if samples > 1:
+        if env.num_envs % samples:
+            raise ValueError(f"{env.num_envs} episodes cannot hold {samples} samples of every image")
+        engine, n = env.unwrapped.engine, env.num_envs // samples
+        picked = torch.randint(0, len(engine.bank), (n,), generator=generator) if indices is None else \
+            torch.as_tensor(indices)
+        batch = engine.sample_canvases(picked, generator)
+        first = first_locations(generator, n, engine.task.first_location)
+        options = {"images": batch.images.repeat_interleave(samples, 0),
+                   "labels": batch.labels.repeat_interleave(samples, 0),
+                   "first_location": first.repeat_interleave(samples, 0)}
+    else:
+        options = None if indices is None else {"indices": np.asarray(indices)}
     with _requires_grad(params):
         rollout = run_episodes(model, env, sample=True, generator=generator, seed=seed, options=options)
-        loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines)
+        loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
+                           samples=samples)
         return _flat_grad(loss.reinforce, params)
 
 
@@ -222,9 +238,9 @@ def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torc
     return canvases_to_tensor(batch.images), batch.labels
 
 
-def ram_gradient_fn(model: nn.Module, env, seed: int = 0) -> Callable[[int], torch.Tensor]:
-    """``i -> ram_attention_gradient(model, env, seed + i)``, for :func:`gradient_statistics`."""
-    return lambda i: ram_attention_gradient(model, env, seed + i)
+def ram_gradient_fn(model: nn.Module, env, seed: int = 0, samples: int = 1) -> Callable[[int], torch.Tensor]:
+    """``i -> ram_attention_gradient(model, env, seed + i, samples=samples)``, for :func:`gradient_statistics`."""
+    return lambda i: ram_attention_gradient(model, env, seed + i, samples=samples)
 
 
 def soft_gradient_fn(model: nn.Module, kind: str, task: dict, digits, batch_size: int,

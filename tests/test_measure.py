@@ -143,6 +143,17 @@ def test_ram_and_draw_attention_gradient_variance_can_be_measured(bundled):
     # the same seed is the same minibatch and the same noise
     torch.testing.assert_close(ram_attention_gradient(ram, env, 3), ram_attention_gradient(ram, env, 3))
 
+    # K sampled trajectories of each of 8 images, leave-one-out baseline: the same parameters,
+    # seeded, and another estimate than the learned baseline's on the same number of episodes
+    loo = ram_attention_gradient(ram, env, 3, samples=2)
+    engine = env.unwrapped.engine
+    assert torch.equal(engine.canvases[0::2], engine.canvases[1::2])  # each image played twice on one canvas
+    assert loo.shape == stats.mean.shape and torch.isfinite(loo).all()
+    torch.testing.assert_close(loo, ram_attention_gradient(ram, env, 3, samples=2))
+    assert not torch.equal(loo, ram_attention_gradient(ram, env, 3))
+    with pytest.raises(ValueError, match="cannot hold 3 samples"):
+        ram_attention_gradient(ram, env, 3, samples=3)
+
     draw = build_model("draw", {})
     draw_stats = gradient_statistics(soft_gradient_fn(draw, "draw", CLUTTERED60, bundled.train, 16), 5)
     assert draw_stats.mean.shape == (sum(p.numel() for p in attention_parameters(draw, "draw").values()),)

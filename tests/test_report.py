@@ -32,7 +32,8 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     # the per-seed errors in the report are the runs' own test errors
     errors = [100 * (1 - load_checkpoint(runs / f"ram-seed{s}" / "best.pt")["test_accuracy"]) for s in (0, 1)]
     assert f"| {RAM.label} | 20 | 2 | {errors[0]:.2f}, {errors[1]:.2f} |" in text
-    assert "REINFORCE + baseline" in text and "backpropagation" in text
+    assert "REINFORCE + learned baseline" in text and "backpropagation" in text
+    assert all(f"leave-one-out baseline, K = {k} |" in text for k in (2, 4, 8))
     for png in ("learning_curves.png", "glimpse_sweep.png", "where_they_look.png"):
         with Image.open(out / png) as image:
             assert image.size[0] > 300 and image.size[1] > 200

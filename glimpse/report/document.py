@@ -31,6 +31,7 @@ from glimpse.training.config import family_options, resolve_config
 from glimpse.viz import where_it_looks
 
 PAPER_SWEEP = {"RAM": [(4, 4.96), (6, 4.08), (8, 4.04)], "DRAW": []}
+REINFORCE_SAMPLES = (1, 2, 4, 8)  # the hard family's estimators in the gradient table (--reinforce-samples)
 HEADLINE_START, HEADLINE_END = "<!-- report:headline:start -->", "<!-- report:headline:end -->"
 N_GALLERY = 6
 
@@ -132,11 +133,13 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     seconds_per_epoch = {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
 
     progress("[report] measuring the spread of the attention gradient")
-    gradients = {}
+    gradients = {}  # (experiment name, samples per image) -> spread
     for group in present:
-        if group.experiment in FAMILIES and get_family(group.runs[0]["kind"]).has_attention:
-            gradients[group.experiment.name] = attention_gradient_spread(
-                group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
+        family = get_family(group.runs[0]["kind"])
+        if group.experiment in FAMILIES and family.has_attention:
+            for samples in REINFORCE_SAMPLES if family.mode == "hard" else (1,):
+                gradients[group.experiment.name, samples] = attention_gradient_spread(
+                    group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir, samples=samples)
 
     progress("[report] figures")
     figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
@@ -202,12 +205,19 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         best = max(max((h["val_accuracy"] for h in r.get("history", [])), default=0) for r in group.runs)
         threshold_rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{seconds_per_epoch[name]:.1f}"])
     grad_rows = []
-    for name, spread in gradients.items():
+    for (name, samples), spread in gradients.items():
         label = next(g.experiment.label for g in groups if g.experiment.name == name)
-        estimator = "REINFORCE + baseline" if get_family(name).mode == "hard" else "backpropagation"
+        if get_family(name).mode != "hard":
+            estimator = "backpropagation"
+        elif samples == 1:
+            estimator = "REINFORCE + learned baseline"
+        else:
+            estimator = f"REINFORCE, leave-one-out baseline, K = {samples}"
         lo, hi = spread["interval"]
+        seconds = spread["seconds_per_batch"]
         grad_rows.append([label, estimator, spread["n_parameters"], _number(spread["relative_variance"]),
-                          f"{_number(lo)} to {_number(hi)}"])
+                          f"{_number(lo)} to {_number(hi)}", f"{seconds:.3f}",
+                          _number(spread["relative_variance"] * seconds)])
     cost_rows = []
     for group in groups:
         m = measured.get(group.experiment.name)
@@ -265,11 +275,17 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         f"minus the trace over the number of minibatches); 'unbounded' when that is not positive, i.e. "
         f"the mean gradient is not resolved from the noise. It is the number of minibatches to average "
         f"before the noise is as large as the signal; scale-free, so models with different parameters "
-        f"compare. The interval resamples the minibatches. RAM's estimate is REINFORCE with the learned "
-        f"baseline (its noise is the data plus the sampled locations), the soft models' is plain "
-        f"backpropagation (noise from the data only).",
+        f"compare. The interval resamples the minibatches. RAM's estimate is REINFORCE (its noise is the "
+        f"data plus the sampled locations): with the learned baseline, and with K sampled trajectories of "
+        f"each image and the leave-one-out baseline (`--reinforce-samples K`; a minibatch then holds "
+        f"{settings.grad_batch_size} images and K times as many episodes); the soft models' is plain "
+        f"backpropagation (noise from the data only). To compare at equal wall-clock, the last column "
+        f"multiplies the relative variance by the seconds one minibatch's gradient took here: it is the "
+        f"relative variance of the average of one second's worth of such gradients, times a second "
+        f"(lower is better).",
         "",
-        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], grad_rows)
+        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval",
+                "seconds per minibatch", "relative variance x seconds"], grad_rows)
         if grad_rows else "(no runs)",
         "",
         "## Cost per image: O(1) per glimpse vs O(input)",

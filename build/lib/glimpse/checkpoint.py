@@ -1,0 +1,106 @@
+"""Checkpoints: written atomically, loadable with ``torch.load(weights_only=True)``.
+
+A checkpoint is a dict of plain Python values and tensors:
+``format``, ``kind`` and ``model_config`` (enough to rebuild the model), ``task`` (the canvas
+and sensor it was trained for), ``train_config``, ``model_state``, optionally
+``optimizer_state``, ``step``, ``best_val_accuracy``, ``best_step``, ``data_source``,
+``train_seconds``, ``history`` (one dict per validation: ``step``, ``epoch``,
+``val_accuracy``, ``train_seconds`` so far), the run's learning curve, and ``provenance``
+(:func:`provenance`: the commit, torch version, device and data it was trained with).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+from glimpse.models import build_model
+
+FORMAT = 1
+REQUIRED_KEYS = ("format", "kind", "model_config", "task", "model_state")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable, or not one of ours."""
+
+
+def code_version() -> str:
+    """The git commit of this code ('+changes' when the working tree differs from it), or 'unknown'."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        def git(*args):
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True).stdout
+
+        commit = git("rev-parse", "HEAD").strip()
+        changed = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        return commit + ("+changes" if changed else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+
+
+def provenance(device, data_digest: str) -> dict:
+    """Where a model came from: the commit, torch version and device it was trained with, and a
+    hash of its digits (envs.data.MNISTSplits.digest)."""
+    return {"commit": code_version(), "torch": str(torch.__version__), "device": str(device),
+            "data_sha256": data_digest}
+
+
+def describe_provenance(payload: dict) -> str:
+    """One line for evaluate.py."""
+    origin = payload.get("provenance")
+    if not origin:
+        return "provenance: not recorded (trained before checkpoints recorded it)"
+    return (f"trained at commit {origin['commit']} with torch {origin['torch']} on {origin['device']}; "
+            f"data sha256 {origin['data_sha256'][:16]}...")
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over ``path``: a kill
+    at any moment leaves either the old or the new checkpoint, never a torn one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save({"format": FORMAT, **payload}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a PyTorch file ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(payload, dict) or any(k not in payload for k in REQUIRED_KEYS):
+        raise CheckpointError(f"{path} is not a Glimpse checkpoint (expected keys {REQUIRED_KEYS})")
+    if payload["format"] != FORMAT:
+        raise CheckpointError(f"{path} has checkpoint format {payload['format']}, this version reads {FORMAT}")
+    return payload
+
+
+def load_model(path: str | os.PathLike):
+    """(model in eval mode, checkpoint dict) from a checkpoint file."""
+    payload = load_checkpoint(path)
+    try:
+        model = build_model(payload["kind"], payload["model_config"])
+        model.load_state_dict(payload["model_state"])
+    except (ValueError, RuntimeError, KeyError) as exc:
+        raise CheckpointError(f"{path}: weights do not fit a {payload['kind']} model ({exc})") from exc
+    broken = [name for name, value in payload["model_state"].items()
+              if torch.is_floating_point(value) and not torch.isfinite(value).all()]
+    if broken:
+        raise CheckpointError(f"{path}: weights are not finite (NaN or inf) in {', '.join(broken[:3])}"
+                              f"{' and more' if len(broken) > 3 else ''}: a diverged run's model")
+    return model.eval(), payload

@@ -1,0 +1,109 @@
+"""The comparison lab: hard vs soft attention and the baselines, side by side, in one report.
+
+    python report.py --train                 # train what is missing (about an hour on 2 cores), then report
+    python report.py                         # report from the finished runs in runs/report
+    python report.py --train --budget 3      # three times the epochs of every model
+    python report.py --readme                # also put the headline table and figure in ./README.md
+
+Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
+(runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
+are resumed. --train --jobs 2 keeps two cores busy, one single-threaded run on each. Exit codes: 0 done, 1 a training run failed, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+
+from glimpse.cli import fail
+from envs.data import DataError
+from glimpse.report.document import ReportSettings, build_report, update_readme
+from glimpse.report.experiments import GLIMPSE_COUNTS, MODELS, SWEPT, sweep
+from glimpse.report.runs import RunRequest, budget_epochs, train_missing
+from glimpse.checkpoint import CheckpointError
+
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, default=Path("runs") / "report", help="where the report's runs live")
+    parser.add_argument("--out", type=Path, default=Path("reports"), help="where compare.md and the PNGs go")
+    parser.add_argument("--train", action="store_true", help="train the missing runs first")
+    parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per model (the glimpse sweep uses seed 0)")
+    parser.add_argument("--models", default=",".join(e.name for e in MODELS),
+                        help="comma-separated models to compare")
+    parser.add_argument("--glimpses", default=",".join(map(str, GLIMPSE_COUNTS)),
+                        help="comma-separated glimpse counts of the RAM and DRAW sweep ('' for none)")
+    parser.add_argument("--jobs", type=int, default=2, help="training runs at once (each with --threads threads)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per training run and for the report")
+    parser.add_argument("--max-steps", type=int, default=0, help="cap every run at this many steps (smoke tests)")
+    parser.add_argument("--data-dir", default=None, help="MNIST root, or 'bundled' (default: as train.py)")
+    parser.add_argument("--grad-batches", type=int, default=200, help="minibatches for the gradient spread")
+    parser.add_argument("--speed-steps", type=int, default=20, help="training steps timed per model")
+    parser.add_argument("--readme", type=Path, nargs="?", const=Path("README.md"), default=None,
+                        help="write the headline table and figure into this README (default ./README.md)")
+    return parser
+
+
+def requests(args) -> list[RunRequest]:
+    wanted = [RunRequest(e, seed, budget_epochs(e, args.budget)) for seed in range(args.seeds) for e in args.models]
+    for base in (e for e in SWEPT if e in args.models):
+        wanted += [RunRequest(e, 0, budget_epochs(e, args.budget)) for e in sweep(base, args.glimpses) if e is not base]
+    return wanted
+
+
+def check(args) -> None:
+    """Validate the options; turn --models and --glimpses into experiments and counts."""
+    by_name = {e.name: e for e in MODELS}
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in by_name]
+    if unknown or not names:
+        raise ValueError(f"--models: unknown {unknown or 'empty list'}; choose from {', '.join(by_name)}")
+    args.models = tuple(by_name[n] for n in names)
+    try:
+        args.glimpses = tuple(int(n) for n in args.glimpses.split(",") if n.strip())
+    except ValueError:
+        raise ValueError(f"--glimpses must be comma-separated integers, got {args.glimpses!r}") from None
+    if any(n < 1 for n in args.glimpses):
+        raise ValueError("--glimpses must be >= 1")
+    for name in ("seeds", "jobs", "threads", "grad_batches", "speed_steps"):
+        if getattr(args, name) < (2 if name == "grad_batches" else 1):
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'grad_batches' else 1}")
+    if not args.budget > 0 or args.max_steps < 0:
+        raise ValueError("--budget must be > 0 and --max-steps >= 0")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        check(args)
+        torch.set_num_threads(args.threads)
+        if args.train:
+            failed = train_missing(requests(args), args.runs, jobs=args.jobs, threads=args.threads,
+                                   max_steps=args.max_steps, data_dir=args.data_dir)
+            if failed:
+                print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; see their logs in {args.runs}",
+                      file=sys.stderr)
+                return 1
+        settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
+                                  speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
+                                  command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
+        path = build_report(settings)
+        if args.readme:
+            update_readme(args.readme, (args.out / "headline.md").read_text(),
+                          os.path.relpath(args.out / "where_they_look.png", args.readme.resolve().parent))
+    except (ValueError, DataError, CheckpointError) as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        return 130
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

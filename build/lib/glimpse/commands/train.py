@@ -1,0 +1,72 @@
+"""Train hard (RAM, REINFORCE) or soft (DRAW, Show-Attend-Tell; backprop) visual attention.
+
+    python train.py                                   # short hard-attention run, 60x60 cluttered
+    python train.py --mode soft --soft-arch draw --preset cluttered100 --epochs 50
+    python train.py --mode full --full-arch cnn       # the paper's full-image conv-net baseline
+    python train.py --resume runs/ram-cluttered60-seed0-...   # continue an interrupted run
+    torchrun --nproc_per_node=4 train.py --batch-size 128      # 4 processes, 32 images each
+
+Ends by printing the test accuracy of the best (validation-selected) checkpoint and where the
+TensorBoard logs went. Exit codes: 0 done, 1 training diverged, 2 bad input (an option, a file, a
+run directory in use, a checkpoint that cannot be written), 130 interrupted.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import fields
+
+from glimpse.cli import fail
+from envs.data import DataError
+from glimpse.training import distributed
+from glimpse.checkpoint import CheckpointError, load_checkpoint
+from glimpse.training.config import TrainConfig, build_parser, config_from_args
+from glimpse.training.loop import CheckpointWriteError, TrainingDiverged, _last_checkpoint, train
+
+RESUMABLE_OVERRIDES = ("epochs", "max_steps", "threads", "device")
+
+
+def resumed_config(args) -> TrainConfig:
+    """The interrupted run's own configuration; only budget options may change."""
+    checkpoint = load_checkpoint(_last_checkpoint(args.resume))
+    if "optimizer_state" not in checkpoint:
+        raise CheckpointError(f"{args.resume} is a final model checkpoint, not a run's last.pt: nothing to resume")
+    values = dict(checkpoint["train_config"])
+    changed = [f.name for f in fields(TrainConfig) if getattr(args, f.name) is not None]
+    refused = [name for name in changed if name not in RESUMABLE_OVERRIDES]
+    if refused:
+        raise ValueError(f"--resume continues a run with its own settings; cannot change "
+                         f"{', '.join('--' + n.replace('_', '-') for n in refused)} "
+                         f"(allowed: {', '.join('--' + n.replace('_', '-') for n in RESUMABLE_OVERRIDES)})")
+    values.update({name: getattr(args, name) for name in changed})
+    return TrainConfig.from_dict(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    finished = False
+    try:
+        config = resumed_config(args) if args.resume else config_from_args(args)
+        result = train(config, resume=args.resume)
+        main_process, finished = distributed.is_main(), True
+    except (ValueError, DataError, CheckpointError, CheckpointWriteError, FileExistsError) as exc:
+        return fail(exc)
+    except TrainingDiverged as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        distributed.cleanup(finished)
+    if not main_process:  # under torchrun only rank 0 reports
+        return 0
+    error = 100 * (1 - result.test_accuracy)
+    print(f"best validation accuracy {result.best_val_accuracy:.4f}; "
+          f"test accuracy {result.test_accuracy:.4f} (error {error:.2f} %) on {result.n_test} test canvases")
+    print(f"data: {result.data_source}; {result.steps} steps in {result.train_seconds:.0f} s")
+    print(f"checkpoint: {result.best_checkpoint}")
+    print(f"TensorBoard logs: {result.run_dir}  (view: tensorboard --logdir {result.run_dir.parent})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

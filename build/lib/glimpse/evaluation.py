@@ -1,0 +1,109 @@
+"""Scoring a checkpoint: the one code path behind evaluate.py and the README's results table."""
+from __future__ import annotations
+
+import time
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from envs.engine import fixed_canvas_set
+from envs.data import load_mnist
+from envs.task import BENCHMARK_VERSION
+from glimpse.inference import predict_probabilities, read_right
+from glimpse.checkpoint import describe_provenance, load_model
+from glimpse.models import get_family
+from glimpse.progress import progress as progress_bar
+
+TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
+
+
+def fixed_set(task: dict, digits, split: str, seed: int | None = None):
+    """The split's fixed canvases (benchmark version envs.BENCHMARK_VERSION), or with ``seed``
+    fresh canvases by the same recipe; returns them and the seed."""
+    seed = (TEST_SEED if split == "test" else VAL_SEED) if seed is None else seed
+    return fixed_canvas_set(digits.images, digits.labels, task["canvas_size"], task["n_clutter"],
+                            task["centred_digit"], seed, task.get("n_digits", 1)), seed
+
+
+def load_images(path: str | Path, canvas_size: int, n_digits: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``images`` (N, H, W) uint8 and ``labels`` (N,) (or (N, K) for a model that reads K digits
+    per canvas, in reading order) from an .npz, checked against the model's canvas."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+        arrays = {name: archive[name] for name in archive.files} if hasattr(archive, "files") else None
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:  # missing, truncated, not a zip
+        raise ValueError(f"cannot read {path} as .npz ({type(exc).__name__}: {exc})") from exc
+    if arrays is None or "images" not in arrays or "labels" not in arrays:
+        found = sorted(arrays) if arrays is not None else "a bare array"
+        raise ValueError(f"{path} must hold arrays 'images' and 'labels', it has {found}")
+    images, labels = arrays["images"], arrays["labels"]
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise ValueError(f"{path}: 'images' must be (N, H, W) uint8, got {images.dtype} {images.shape}")
+    if images.shape[1:] != (canvas_size, canvas_size):
+        raise ValueError(f"{path}: canvases are {images.shape[1]}x{images.shape[2]} but the checkpoint was trained "
+                         f"on {canvas_size}x{canvas_size}")
+    expected = (len(images),) if n_digits == 1 else (len(images), n_digits)
+    if labels.shape != expected or not np.issubdtype(labels.dtype, np.integer):
+        per_canvas = "" if n_digits == 1 else f" (the checkpoint reads {n_digits} digits per canvas)"
+        raise ValueError(f"{path}: 'labels' must be {expected} integers{per_canvas}, got {labels.dtype} {labels.shape}")
+    if len(images) == 0:
+        raise ValueError(f"{path} holds no images")
+    if labels.min() < 0 or labels.max() > 9:
+        raise ValueError(f"{path}: labels must be in 0..9")
+    return images, labels.astype(np.int64)
+
+
+def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | None = None, split: str = "test",
+                        data_dir: str | None = None, samples: int = 0, seed: int = 0, batch_size: int = 500,
+                        canvas_seed: int | None = None, limit: int | None = None, progress: bool = True) -> dict:
+    """Accuracy of a checkpoint; raises ValueError / DataError / CheckpointError on bad input.
+
+    Without ``images_file`` it scores the ``split``'s fixed canvases, or with ``canvas_seed``
+    canvases drawn from that seed instead; ``limit``: only the first that many."""
+    if samples < 0 or batch_size < 1:
+        raise ValueError("--samples must be >= 0 and --batch-size >= 1")
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {limit}")
+    if canvas_seed is not None and (canvas_seed < 0 or images_file is not None):
+        raise ValueError("--canvas-seed must be >= 0 and applies without --images only")
+    model, payload = load_model(checkpoint)
+    task, kind = payload["task"], payload["kind"]
+    family = get_family(kind)
+    if samples and family.mode != "hard":
+        raise ValueError(f"--samples applies to hard attention only; a {kind} model is deterministic")
+    if images_file is not None:
+        images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
+        described = str(images_file)
+    else:
+        data = load_mnist(data_dir)
+        canvases, set_seed = fixed_set(task, data.split(split), split, canvas_seed)
+        images, labels = canvases.images, canvases.labels
+        kind_of_set = "set" if canvas_seed is None else "digits on fresh canvases"
+        described = (f"{split} {kind_of_set}: {len(labels) if limit is None else min(limit, len(labels))} "
+                     f"canvases of {data.source}, seed {set_seed} (benchmark v{BENCHMARK_VERSION})")
+    if limit is not None:
+        images, labels = images[:limit], labels[:limit]
+    start = time.perf_counter()
+    with progress_bar(total=len(images), desc="evaluate", unit="img", disable=not progress) as bar:
+        probs = predict_probabilities(kind, model, task, images, batch_size, samples, seed, progress=bar)
+    seconds = time.perf_counter() - start
+    predictions = probs.argmax(-1).numpy()
+    accuracy = float(read_right(predictions, labels).mean())
+    if samples:
+        policy = f"averaged over {samples} sampled trajectories (seed {seed})"
+    else:
+        policy = "deterministic (policy mean)" if family.mode == "hard" else "deterministic"
+    if family.mode == "hard" and task.get("first_location") == "random":
+        seeds = f"seeds {seed}..{seed + samples - 1}, one per trajectory" if samples > 1 else f"seed {seed}"
+        policy += f", first glimpses at random ({seeds})"
+    result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
+              "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
+              "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),
+              "provenance": describe_provenance(payload),
+              "train_config": payload.get("train_config", {})}
+    if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right
+        result["digit_accuracy"] = float((predictions == labels).mean())
+        result["n_digits"] = int(labels.shape[1])
+    return result

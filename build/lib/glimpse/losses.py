@@ -1,0 +1,61 @@
+"""Losses. RAM's hybrid loss is where gradient routing is decided, so it is spelled out here."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+
+class HybridLoss(NamedTuple):
+    total: torch.Tensor
+    classification: torch.Tensor
+    reinforce: torch.Tensor
+    baseline: torch.Tensor
+    advantage: torch.Tensor  # (B, T-1), detached, for logging its variance
+
+
+def leave_one_out_baseline(reward: torch.Tensor, samples: int) -> torch.Tensor:
+    """reward (B * K,), the K sampled trajectories of each image next to each other -> (B * K,):
+    for each sample, the mean reward of the image's other K - 1 samples (Kool, van Hoof and
+    Welling 2019, "Buy 4 REINFORCE samples, get a baseline for free"). It does not depend on the
+    sample's own trajectory, so the estimator stays unbiased."""
+    if samples < 2:
+        raise ValueError(f"a leave-one-out baseline needs at least 2 samples per image, got {samples}")
+    per_image = reward.reshape(-1, samples)
+    return ((per_image.sum(1, keepdim=True) - per_image) / (samples - 1)).reshape(-1)
+
+
+def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor, log_probs: torch.Tensor,
+                baselines: torch.Tensor, reinforce_weight: float = 1.0, baseline_weight: float = 1.0,
+                samples: int = 1) -> HybridLoss:
+    """Cross-entropy + REINFORCE with a baseline + the learned baseline's squared error.
+
+    Args:
+        logits: (B, C) final-step class scores, or (B, K, C) for K digits read in turn (one
+            cross-entropy term each); trained by cross-entropy only.
+        labels: (B,) or (B, K) true classes (from the env's ``info``).
+        reward: (B,) 1 for a right final label (every digit right), else 0 (from the env); no gradient.
+        log_probs: (B, T-1) log pi(l_t | s_1:t) of the sampled locations (gradient to the policy).
+        baselines: (B, T-1) b_t.
+        samples: K; with K > 1 the batch holds K sampled trajectories of each image, next to each
+            other, and the advantage's baseline is the mean reward of the image's other samples
+            (:func:`leave_one_out_baseline`) instead of b_t; every term is a mean over all B
+            trajectories, so each image weighs K / B.
+    The advantage R - b_t uses a *detached* baseline, so the policy loss never trains the
+    baseline; the baseline learns from its own squared error alone (also when K > 1, where it
+    only serves as a learned estimate to log).
+    """
+    classification = F.cross_entropy(logits.flatten(0, -2), labels.flatten())
+    reward = reward.detach().to(log_probs.dtype)[:, None]
+    if samples > 1:
+        advantage = (reward - leave_one_out_baseline(reward[:, 0], samples)[:, None]).expand_as(log_probs)
+    else:
+        advantage = reward - baselines.detach()
+    reinforce = -(log_probs * advantage).sum(dim=1).mean()
+    if baselines.numel():
+        baseline = F.mse_loss(baselines, reward.expand_as(baselines))
+    else:  # one glimpse: no location is ever chosen, so there is nothing to reinforce or predict
+        baseline = baselines.sum()
+    total = classification + reinforce_weight * reinforce + baseline_weight * baseline
+    return HybridLoss(total, classification, reinforce, baseline, advantage)

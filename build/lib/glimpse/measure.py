@@ -1,0 +1,237 @@
+"""Measurements that compare hard and soft attention on equal terms: how many pixels a model
+reads per image, how many FLOPs its forward pass costs per image, and how noisy the gradient
+of its attention parameters is at fixed weights.
+
+Nothing here trains anything; every function leaves the model's weights, ``requires_grad``
+flags and ``.grad`` fields as it found them.
+
+Kinds are the registered families of :mod:`glimpse.models`; each family says how it reads
+(``pixels_read``) and which parameters decide where it looks (``attention_module``).
+``task`` is the dict stored in checkpoints (glimpse.training.config.TASK_KEYS: canvas_size,
+n_clutter, centred_digit, glimpse_size, n_scales, n_glimpses, first_location); ``model_config``
+the kwargs of the kind's Config dataclass (missing fields take the dataclass defaults).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Callable, Iterator, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from envs.engine import DigitBank, make_canvases
+from glimpse.losses import hybrid_loss
+from glimpse.models import get_family
+from glimpse.models.ram.rollout import run_episodes
+from glimpse.models.registry import canvases_to_tensor
+
+__all__ = [
+    "GradStats", "attention_parameters", "flop_breakdown", "flops_per_image", "gradient_statistics",
+    "pixels_read", "ram_attention_gradient", "ram_gradient_fn", "soft_attention_gradient", "soft_gradient_fn",
+    "soft_minibatch",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# pixels read
+# ---------------------------------------------------------------------------------------------
+
+def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
+    """What one image costs in reading, by definition rather than by measurement: the family's
+    :meth:`glimpse.models.Family.pixels_read` (a dict of ints per image: ``sensor_values``,
+    ``canvas_pixels_touched``, ``input_pixels``; each family's docstring says how it counts).
+
+    Not counted: the retina's implementation builds an integral image of the canvas (one pass
+    over all H * W pixels, a cumulative sum, no learned part) so that each box costs four
+    lookups. That preprocessing is O(H W) per image but fixed; what the model *chooses* to look
+    at is what ``canvas_pixels_touched`` counts.
+    """
+    return get_family(kind).pixels_read(task, model_config)
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs
+# ---------------------------------------------------------------------------------------------
+
+def _random_canvases(task: dict, batch: int, seed: int) -> np.ndarray:
+    """(batch, H, W) uint8 uniform noise: FLOPs of these models do not depend on the pixel values."""
+    size = int(task["canvas_size"])
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (batch, size, size), generator=generator, dtype=torch.uint8).numpy()
+
+
+def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> dict[str, float]:
+    """FLOPs per image of one forward pass, by aten op (e.g. ``{"addmm": ..., "bmm": ...}``).
+
+    Counted with :class:`torch.utils.flop_counter.FlopCounterMode` on a batch of ``batch``
+    random uint8 canvases (H = W = task canvas_size), divided by ``batch``.
+
+    What FlopCounterMode counts: only matrix-multiply-like aten ops (mm, addmm, bmm, baddbmm,
+    convolution, scaled-dot-product attention, ...), at 2 FLOPs per multiply-add. Composite
+    modules are seen after decomposition: an ``nn.Linear`` is one addmm/mm (2 * in * out per
+    row; the bias add is *not* counted), an ``nn.LSTMCell`` is two addmm (2 * in * 4h + 2 * h * 4h
+    per row; gates' nonlinearities and the cell update are not counted), a conv is 2 * C_in * kh *
+    kw * C_out per output position. What it does not count: elementwise ops (activations, adds,
+    exp, softmax, the filterbank's Gaussians), reductions, cumsum, gather/indexing, pooling.
+
+    Consequences per kind:
+
+    The forward pass is the family's :meth:`glimpse.models.Family.run`, as evaluation runs it.
+
+    * ``ram``: T steps of ``model(glimpse, location, state)`` (each step also computes the
+      classifier and baseline heads) through the env, whose sensor runs inside the counter.
+      The sensor is cumsum, gather and elementwise arithmetic, so it counts as **0**
+      (by hand: ~2 H W adds for the integral image plus ~4 k g^2 ops per glimpse).
+      The first location follows ``task["first_location"]`` (random ones from ``seed``), the
+      next ones the policy mean.
+    * ``draw``: ``model(images)``; the read ``F_Y @ image @ F_X^T`` is two bmm (2 N H W + 2 N N W
+      per step) and is counted; building the filters (exp) is not.
+    * ``sat``: ``model(images)``; convolutions, the attention's Linear layers and the context bmm
+      are counted; ReLU, max-pool, tanh and softmax are not.
+    * ``stn``: the localisation network's convolutions and Linear layers and the crop
+      classifier's; the bilinear sampler (``grid_sample``) is not counted, ``affine_grid`` is a
+      small bmm.
+    * ``fc``, ``cnn``: ``model(images)``; the Linear layers and the convolution.
+    """
+    family = get_family(kind)
+    canvases = _random_canvases(task, batch, seed)
+    draws = family.evaluation_draws(model, task, batch, seed, False)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        family.run(model, canvases, task, draws=draws)
+    by_op = counter.get_flop_counts().get("Global", {})
+    return {str(op).split(".")[-1]: count / batch for op, count in by_op.items()}
+
+
+def flops_per_image(kind: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> float:
+    """Total FLOPs per image of one forward pass; the sum of :func:`flop_breakdown` (see there
+    for exactly what is and is not counted)."""
+    return float(sum(flop_breakdown(kind, model, task, batch, seed).values()))
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient variance at fixed weights
+# ---------------------------------------------------------------------------------------------
+
+class GradStats(NamedTuple):
+    """Statistics of n gradient estimates g_1..g_n of a d-vector.
+
+    ``mean`` (d,): sample mean g_bar. ``variance`` (d,): per-coordinate unbiased sample variance
+    (divides by n - 1). ``total_variance``: sum of ``variance`` = trace of the covariance of one
+    minibatch's estimate. ``relative_variance``: total_variance / ||g_bar||^2 (inf if g_bar = 0);
+    note that ||g_bar||^2 is itself biased upward by total_variance / n, so with few minibatches
+    a very noisy estimator's relative variance saturates near n instead of growing without bound.
+    ``n``: number of estimates.
+    """
+
+    mean: torch.Tensor
+    variance: torch.Tensor
+    total_variance: float
+    relative_variance: float
+    n: int
+
+
+def gradient_statistics(grad_fn: Callable[[int], torch.Tensor], n_batches: int) -> GradStats:
+    """Call ``grad_fn(i)`` for i = 0..n_batches-1, each returning a gradient estimate (any shape,
+    flattened to (d,)), and summarise their spread. ``grad_fn`` must draw fresh data/noise per i
+    (e.g. seeded by i) and must not change the weights. Computed in float64."""
+    if n_batches < 2:
+        raise ValueError(f"need at least 2 minibatches for a variance, got {n_batches}")
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])  # (n, d)
+    mean = grads.mean(0)
+    variance = grads.var(0, unbiased=True)
+    total = float(variance.sum())
+    norm2 = float(mean.pow(2).sum())
+    relative = total / norm2 if norm2 > 0 else math.inf
+    return GradStats(mean, variance, total, relative, n_batches)
+
+
+def attention_parameters(model: nn.Module, kind: str) -> dict[str, nn.Parameter]:
+    """The parameters that decide *where* a ``kind`` model looks, by name: its family's
+    :meth:`glimpse.models.Family.attention_module` (RAM: the policy's mean head; DRAW: the
+    Linear h -> 5 attention parameters; Show-Attend-Tell: the additive attention; the Spatial
+    Transformer: its localisation network)."""
+    module = get_family(kind).attention_module(model)
+    if module is None:
+        raise ValueError(f"a {kind} model has no attention parameters")
+    return dict(module.named_parameters())
+
+
+@contextlib.contextmanager
+def _requires_grad(params: list[nn.Parameter]) -> Iterator[None]:
+    """Temporarily require gradients of ``params``; the flags are restored afterwards."""
+    saved = [p.requires_grad for p in params]
+    try:
+        for p in params:
+            p.requires_grad_(True)
+        yield
+    finally:
+        for p, flag in zip(params, saved):
+            p.requires_grad_(flag)
+
+
+def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
+    """d loss / d params flattened to (d,), via autograd.grad so that no ``.grad`` is touched."""
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(grads, params)])
+
+
+def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray | None = None) -> torch.Tensor:
+    """One minibatch's REINFORCE gradient of the location policy's mean head, flattened (d,).
+
+    Plays ``env.num_envs`` episodes with sampled locations (:func:`glimpse.models.ram.rollout.run_episodes`;
+    ``seed`` seeds both the env, hence which digits, clutter and first location, and the
+    location noise), then differentiates ``hybrid_loss(...).reinforce`` (advantage = reward -
+    detached baseline) w.r.t. :func:`attention_parameters`. ``indices`` (num_envs,) fixes the
+    digits instead. Weights are not changed; no ``.grad`` is written.
+    """
+    params = list(attention_parameters(model, "ram").values())
+    generator = torch.Generator().manual_seed(seed)
+    options = None if indices is None else {"indices": np.asarray(indices)}
+    with _requires_grad(params):
+        rollout = run_episodes(model, env, sample=True, generator=generator, seed=seed, options=options)
+        loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines)
+        return _flat_grad(loss.reinforce, params)
+
+
+def soft_attention_gradient(model: nn.Module, kind: str, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """One minibatch's backprop gradient of cross-entropy w.r.t. the soft model's attention
+    parameters (:func:`attention_parameters`), flattened (d,).
+
+    images (B, 1, H, W) float in [0, 1]; labels (B,) int64. No regulariser is added (SAT's
+    doubly stochastic term is off by default). Weights are not changed; no ``.grad`` is written.
+    """
+    params = list(attention_parameters(model, kind).values())
+    with _requires_grad(params):
+        loss = F.cross_entropy(model(images)["logits"], labels)
+        return _flat_grad(loss, params)
+
+
+def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A training-like minibatch for soft models: ``batch_size`` digits drawn uniformly from
+    ``digits`` (a :class:`envs.data.Digits`) and placed on fresh canvases of ``task``'s recipe,
+    all from a CPU generator seeded with ``seed``. Returns images (B, 1, H, W) float32 and labels (B,)."""
+    generator = torch.Generator().manual_seed(seed)
+    indices = torch.randint(0, len(digits), (batch_size,), generator=generator)
+    batch = make_canvases(generator, DigitBank.of(digits), indices, int(task["canvas_size"]),
+                          int(task["n_clutter"]), bool(task.get("centred_digit", False)))
+    return canvases_to_tensor(batch.images), batch.labels
+
+
+def ram_gradient_fn(model: nn.Module, env, seed: int = 0) -> Callable[[int], torch.Tensor]:
+    """``i -> ram_attention_gradient(model, env, seed + i)``, for :func:`gradient_statistics`."""
+    return lambda i: ram_attention_gradient(model, env, seed + i)
+
+
+def soft_gradient_fn(model: nn.Module, kind: str, task: dict, digits, batch_size: int,
+                     seed: int = 0) -> Callable[[int], torch.Tensor]:
+    """``i -> soft_attention_gradient`` on ``soft_minibatch(task, digits, batch_size, seed + i)``."""
+    def grad_fn(i: int) -> torch.Tensor:
+        images, labels = soft_minibatch(task, digits, batch_size, seed + i)
+        return soft_attention_gradient(model, kind, images, labels)
+
+    return grad_fn

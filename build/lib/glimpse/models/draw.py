@@ -1,0 +1,137 @@
+"""DRAW's "differentiable RAM" classifier (Gregor et al. 2015, cluttered MNIST experiment).
+
+An LSTM that at each of T steps chooses a filterbank read from its previous state, reads an
+N x N patch from the whole canvas through it, and updates its state; the class comes from the
+final state. Attention is soft: every parameter of the read gets an exact gradient.
+No training logic here: the trainer applies the loss to ``logits``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from glimpse.models.filterbank import attention_params, filterbank_matrices, read
+from glimpse.models.gradients import scale_gradient
+from glimpse.models.registry import Attention, Family, register
+
+
+@dataclass
+class DRAWConfig:
+    """canvas_size: side of the square canvas; read_size: side N of the N x N read; n_glimpses: steps T;
+    min_sigma_strides: a floor on the filters' width in strides, which follows the zoom, 0 in the
+    paper (see filterbank.attention_params); attention_into_core: the share of the attention
+    parameters' gradient let back into the LSTM state, 1 in the paper (see DRAWClassifier).
+    ``REMOVED``: options of earlier versions, and the value at which an old checkpoint still loads."""
+
+    REMOVED = {"sigma_units": "pixels", "min_sigma": 0.0}
+
+    canvas_size: int = 60
+    read_size: int = 12
+    n_glimpses: int = 8
+    hidden_size: int = 256
+    n_classes: int = 10
+    min_sigma_strides: float = 0.0
+    attention_into_core: float = 1.0
+
+    def __post_init__(self):
+        if not 0 <= self.attention_into_core <= 1:
+            raise ValueError(f"attention_into_core must be in [0, 1], got {self.attention_into_core}")
+        if not 0 <= self.min_sigma_strides < 0.5:
+            raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {self.min_sigma_strides}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DRAWClassifier(nn.Module):
+    """images (B, 1, H, W) in [0, 1] -> dict of ``logits`` (B, C), ``centre`` (B, T, 2) unit (x, y),
+    ``stride`` (B, T) pixels, ``sigma2`` (B, T), ``gamma`` (B, T), ``reads`` (B, T, N, N).
+
+    Where to read next is a function of the state, and the read feeds the state: the gradient
+    goes round that loop once per step, through the filters' derivative in their centre (in
+    pixels per unit coordinate, half the canvas side: 50 on 100x100), and can grow by a factor
+    per step. ``attention_into_core`` scales it where it leaves the attention parameters for
+    the LSTM state: 1 is the paper (full backpropagation); below 1 the attention head itself
+    still gets its exact gradient, and the state still learns from every read through the
+    LSTM. The forward pass is the same for every setting (like RAM's ``reinforce_into_core``).
+    """
+
+    def __init__(self, config: DRAWConfig):
+        super().__init__()
+        self.config = config
+        n, size = config.read_size, config.canvas_size
+        self.cell = nn.LSTMCell(n * n, config.hidden_size)
+        self.attention = nn.Linear(config.hidden_size, 5)
+        self.classifier = nn.Linear(config.hidden_size, config.n_classes)
+        # Step 1 (h = 0) reads the bias alone: centred (g~ = 0), grid over the whole canvas
+        # (delta~ = 1), sigma = half the stride so neighbouring filters overlap without blurring
+        # the whole canvas, gamma = 1. Small weights keep the first moves near that read.
+        stride = (size - 1) / max(n - 1, 1)
+        initial_sigma2 = (stride / 2) ** 2 - (config.min_sigma_strides * stride) ** 2  # the part above the floor
+        with torch.no_grad():
+            self.attention.weight.mul_(0.1)
+            self.attention.bias.copy_(torch.tensor([0.0, 0.0, math.log(initial_sigma2), 0.0, 0.0]))
+
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """images (B, 1, H, W) with H = W = canvas_size -> dict (see the class docstring)."""
+        size = self.config.canvas_size
+        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
+            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        canvas = images[:, 0]
+        batch = canvas.shape[0]
+        h = canvas.new_zeros(batch, self.config.hidden_size)
+        c = canvas.new_zeros(batch, self.config.hidden_size)
+        records = {"centre": [], "stride": [], "sigma2": [], "gamma": [], "reads": []}
+        for _ in range(self.config.n_glimpses):
+            raw = self.attention(scale_gradient(h, self.config.attention_into_core))
+            params = attention_params(raw, size, size, self.config.read_size, self.config.min_sigma_strides)
+            f_x, f_y = filterbank_matrices(params, size, size, self.config.read_size)
+            patch = read(canvas, f_x, f_y, params.gamma)
+            h, c = self.cell(patch.flatten(1), (h, c))  # input: the patch; recurrence: h_{t-1}
+            for key, value in (("centre", params.centre), ("stride", params.stride), ("sigma2", params.sigma2),
+                               ("gamma", params.gamma), ("reads", patch)):
+                records[key].append(value)
+        out = {key: torch.stack(values, 1) for key, values in records.items()}
+        out["logits"] = self.classifier(h)
+        return out
+
+
+@register
+class DRAWFamily(Family):
+    name = "draw"
+    title = "DRAW read (soft)"
+    mode = "soft"
+    Config = DRAWConfig
+    Model = DRAWClassifier
+    options = ("n_glimpses", "hidden_size", "read_size", "draw_min_sigma_strides", "attention_into_core")
+    report_epochs = 6
+    report_sweep = True
+
+    def model_config(self, config) -> dict:
+        return DRAWConfig(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
+                          hidden_size=config.hidden_size, min_sigma_strides=config.draw_min_sigma_strides,
+                          attention_into_core=config.attention_into_core).to_dict()
+
+    def attention(self, outputs: dict, task: dict) -> Attention:
+        """Each read's grid centre, and its width N * stride in pixels."""
+        read_size = outputs["reads"].shape[-1]
+        return Attention(outputs["centre"], (outputs["stride"] * read_size)[..., None])
+
+    def training_terms(self, look, config):
+        return None, {"train/filterbank_stride": look.outputs["stride"].detach().mean()}
+
+    def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
+        """Every Gaussian filter has weight on every pixel, so each of the T reads touches the whole
+        canvas; the LSTM receives T * N * N filterbank outputs."""
+        config = self.config(model_config)
+        area = int(task["canvas_size"]) ** 2
+        if config.canvas_size != int(task["canvas_size"]):
+            raise ValueError(f"model_config canvas_size={config.canvas_size} but task canvas_size={task['canvas_size']}")
+        return {"sensor_values": config.n_glimpses * config.read_size ** 2,
+                "canvas_pixels_touched": config.n_glimpses * area, "input_pixels": area}
+
+    def attention_module(self, model: nn.Module) -> nn.Module:
+        return model.attention

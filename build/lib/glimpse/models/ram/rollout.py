@@ -1,0 +1,145 @@
+"""A RAM episode through the (vector) environment: the agent acts with ``step``, the env
+returns glimpses, the reward and, at the end, the label.
+
+With K digits per canvas the episode is K blocks of the task's ``n_glimpses`` glimpses, and
+the classifier's output at the end of block k is the k-th digit (the core state runs on across
+blocks): RAM reads the digits as a sequence, like the deep recurrent attention model of Ba et
+al. 2015, with the reward, as the env gives it, 1 only when every digit is right."""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+
+from envs import ClutteredMNISTVectorEnv
+from envs.engine import as_tensor
+from glimpse.models.ram.location import LocationPolicy
+from glimpse.models.ram.model import RecurrentAttentionModel
+
+
+class Rollout(NamedTuple):
+    """For B episodes of T glimpses: ``logits`` (B, C) after the last glimpse, or (B, K, C), one
+    per digit, at the end of each block; ``reward`` (B,) and ``labels`` (B,) or (B, K) from the
+    env; ``log_probs`` and ``baselines`` (B, T-1) for the T-1 chosen locations; ``locations``
+    (B, T, 2) where each glimpse was taken; ``glimpses`` (B, T, k, g, g) if recorded, else None."""
+
+    logits: torch.Tensor
+    reward: torch.Tensor
+    labels: torch.Tensor
+    log_probs: torch.Tensor
+    baselines: torch.Tensor
+    locations: torch.Tensor
+    glimpses: torch.Tensor | None
+
+
+def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator: torch.Generator | None = None,
+                 seed: int | None = None, options: dict | None = None, record_glimpses: bool = False,
+                 noise: Callable[[torch.Tensor], torch.Tensor] | None = None, forward=None) -> Rollout:
+    """Play one episode in each of the env's ``num_envs`` slots.
+
+    ``sample=True`` draws locations from the Gaussian policy (training); ``False`` follows its
+    mean (deterministic evaluation). ``noise(mean)``, if given, supplies the standard normal
+    noise of each sampled location (default: ``randn`` from ``generator``): distributed
+    training draws the whole global batch's noise and keeps its own slice. ``forward`` is what
+    is called for each step (default ``model``; a DistributedDataParallel wrapper of it in
+    training). The env (:class:`envs.ClutteredMNISTVectorEnv`) speaks torch; on the model's
+    device the episode never leaves it: nothing here reads a tensor value on the host.
+
+    A model whose config has ``policy="random"`` (the random-glimpse baseline) ignores its
+    policy: each next location is uniform on [-1, 1]^2, made from the same standard normal
+    noise (``2 Phi(z) - 1``), so it is seeded like sampling; with ``sample=False`` and no
+    generator the noise comes from ``seed``, so evaluation is deterministic. Its log-probs are
+    zeros: there is nothing for REINFORCE to train.
+    """
+    observation, _ = env.reset(seed=seed, options=options)
+    task = env.unwrapped.task
+    n_glimpses, per_digit = task.episode_length, task.n_glimpses
+    forward = model if forward is None else forward
+    device = next(model.parameters()).device
+    state = model.initial_state(env.num_envs, device)
+    log_probs, baselines, locations, glimpses, digit_logits = [], [], [], [], []
+    unjudged_label = torch.zeros((env.num_envs, task.n_digits) if task.n_digits > 1 else (env.num_envs,),
+                                 dtype=torch.int64, device=device)  # only the final step's label is judged
+    random_policy = getattr(model.config, "policy", "learned") == "random"
+    if random_policy and generator is None and noise is None:
+        generator = torch.Generator().manual_seed(seed or 0)
+    info = {}
+    for t in range(n_glimpses):
+        glimpse = observation["glimpse"].to(device)
+        location = observation["location"].to(device)
+        locations.append(location)
+        if record_glimpses:
+            glimpses.append(glimpse)
+        out = forward(glimpse, location, state)
+        state = out.state
+        if (t + 1) % per_digit == 0:  # the end of a digit's block: its answer
+            digit_logits.append(out.logits)
+        if t < n_glimpses - 1:
+            if random_policy:
+                z = noise(out.mean) if noise is not None else torch.randn(
+                    out.mean.shape, generator=generator, device=generator.device, dtype=out.mean.dtype).to(device)
+                next_location = torch.erf(z / math.sqrt(2.0))  # uniform on [-1, 1]
+                log_probs.append(out.mean.new_zeros(len(z)))
+            else:
+                if not sample:
+                    next_location = out.mean.detach()
+                elif noise is not None:
+                    next_location = LocationPolicy.sample(out.mean, out.std, noise=noise(out.mean))
+                else:
+                    next_location = LocationPolicy.sample(out.mean, out.std, generator)
+                log_probs.append(LocationPolicy.log_prob(out.mean, out.std, next_location))
+            baselines.append(out.baseline)
+            label = unjudged_label
+        else:  # the final step's location is never looked at
+            next_location = out.mean.detach()
+            logits = digit_logits[0] if task.n_digits == 1 else torch.stack(digit_logits, 1)
+            label = logits.argmax(-1)
+        action = {"location": next_location.clamp(-1.0, 1.0), "label": label}
+        observation, reward, terminated, truncated, info = env.step(action)
+    if "label" not in info:
+        raise RuntimeError("the environment must end every episode after its episode_length steps")
+    empty = out.logits.new_zeros(env.num_envs, 0)
+    return Rollout(
+        logits=logits,
+        reward=reward.to(device, torch.float32),
+        labels=info["label"].to(device),
+        log_probs=torch.stack(log_probs, 1) if log_probs else empty,
+        baselines=torch.stack(baselines, 1) if baselines else empty,
+        locations=torch.stack(locations, 1),
+        glimpses=torch.stack(glimpses, 1) if record_glimpses else None,
+    )
+
+
+def episode_env(task: dict, num_envs: int, device: torch.device | str = "cpu",
+                validate: bool = True) -> ClutteredMNISTVectorEnv:
+    """A vector env of ``task`` with ``num_envs`` slots on ``device`` (no digits are loaded until
+    it draws canvases itself). ``validate=False``: actions and reset inputs are trusted (no host sync)."""
+    return ClutteredMNISTVectorEnv(num_envs, device=device, validate=validate, **task)
+
+
+def ram_episodes(model: RecurrentAttentionModel, task: dict, images, labels=None, *,
+                 sample: bool = False, generator: torch.Generator | None = None, record_glimpses: bool = False,
+                 first_locations=None, location_noise: torch.Tensor | None = None) -> Rollout:
+    """One RAM episode per canvas of (N, H, W) uint8 ``images`` (array or tensor), through the env
+    on the model's device (``labels`` only matter for the reward).
+
+    ``first_locations`` (N, 2) overrides where the first glimpses fall; by default the task's
+    rule applies ("random" ones drawn from seed 0). ``location_noise`` (N, T-1, 2), if given, is
+    the standard normal noise of each sampled location, step by step, instead of ``generator``."""
+    device = next(model.parameters()).device
+    env = episode_env(task, len(images), device, validate=False)
+    images = as_tensor(images, device)
+    labels = torch.zeros((len(images),) + ((env.task.n_digits,) if env.task.n_digits > 1 else ()), dtype=torch.int64,
+                         device=device) if labels is None else as_tensor(labels, device, torch.int64)
+    options = {"images": images, "labels": labels}
+    if first_locations is not None:
+        options["first_location"] = as_tensor(first_locations, device, torch.float32)
+    noise = None
+    if location_noise is not None:
+        steps = iter(location_noise.unbind(1))
+
+        def noise(mean: torch.Tensor) -> torch.Tensor:  # called once per sampled step, in order
+            return next(steps).to(mean.device, mean.dtype)
+    return run_episodes(model, env, sample=sample, generator=generator, seed=0, options=options,
+                        record_glimpses=record_glimpses, noise=noise)

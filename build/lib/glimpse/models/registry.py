@@ -1,0 +1,210 @@
+"""The registry of attention families: everything the rest of the lab needs to know about a model.
+
+A *family* (RAM, DRAW, Show-Attend-Tell, the Spatial Transformer, the full-image baselines) is
+one module under ``glimpse/models/`` that subclasses :class:`Family` and registers itself with
+:func:`register`. The training loop, inference, evaluation, localisation, measurements, pictures
+and the report ask the registry (:func:`get_family`, :func:`list_families`) and call the family's
+methods; none of them branches on which model it holds.
+
+A family says, in one place:
+
+- ``name`` (the ``kind`` stored in checkpoints), ``title`` (how tables call it), ``mode``
+  (how it learns: ``"hard"``, REINFORCE through the environment; ``"soft"``, backpropagation
+  through its attention; ``"full"``, a full-image network with no attention);
+- ``Config`` and ``Model``, and :meth:`Family.model_config`, its config built from the training
+  options; ``task_overrides``, where it needs other task defaults than a preset's (visible here,
+  not in the presets);
+- :meth:`Family.run`: logits and *where it looked* (:class:`Attention`, one common form) for a
+  batch of canvases; :meth:`Family.evaluation_draws` for families whose evaluation is random;
+- :meth:`Family.training_terms`: loss terms and metrics beyond cross-entropy (soft families);
+- :meth:`Family.pixels_read`: its reading cost; :meth:`Family.attention_module`: the parameters
+  that decide where it looks (for the gradient-variance measurement).
+
+Pictures are drawn from :class:`Attention` by :func:`glimpse.viz.draw_attention`: one code path
+for TensorBoard and the report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+MODES = ("hard", "soft", "full")
+
+
+@dataclass
+class Attention:
+    """Where a model looked, for a batch of B canvases and T steps, in one form for every family.
+
+    ``centres`` (B, T, 2): unit (x, y) in [-1, 1] (see envs.coords) of what step t looked at;
+    ``boxes`` (B, T, S) or None: widths in canvas pixels of the S square boxes read around each
+    centre (RAM: its k scales, finest first; DRAW: the filterbank grid; STN: the crop);
+    ``maps`` (B, T, gh, gw) or None: soft weights over a grid of cells covering the canvas
+    (Show-Attend-Tell); ``glimpses`` (B, T, k, g, g) or None: what a hard model's sensor returned.
+    """
+
+    centres: torch.Tensor
+    boxes: torch.Tensor | None = None
+    maps: torch.Tensor | None = None
+    glimpses: torch.Tensor | None = None
+    box_rule: str = "continuous"  # "retina": boxes snap to pixels as envs.retina reads them
+
+    def cpu(self) -> "Attention":
+        move = lambda x: None if x is None else x.detach().cpu()  # noqa: E731
+        return Attention(move(self.centres), move(self.boxes), move(self.maps), move(self.glimpses), self.box_rule)
+
+    def __getitem__(self, index) -> "Attention":
+        pick = lambda x: None if x is None else x[index]  # noqa: E731
+        return Attention(pick(self.centres), pick(self.boxes), pick(self.maps), pick(self.glimpses), self.box_rule)
+
+
+@dataclass
+class Look:
+    """What :meth:`Family.run` returns: ``logits`` (B, C), or (B, K, C) for K digits per canvas;
+    ``attention`` (None for a full-image network); ``outputs``: the model's own outputs (a dict for
+    the soft families, the episode for RAM) for training terms."""
+
+    logits: torch.Tensor
+    attention: Attention | None
+    outputs: Any = None
+
+
+def canvases_to_tensor(images: np.ndarray | torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(N, H, W) uint8 -> (N, 1, H, W) float32 in [0, 1] on ``device``."""
+    tensor = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(images))
+    return tensor.to(device).unsqueeze(1).float().div_(255.0)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+class Family:
+    """Base class of an attention family; see the module docstring. Subclasses set the class
+    attributes and override what differs from these defaults."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    mode: ClassVar[str]
+    Config: ClassVar[type]
+    Model: ClassVar[type]
+    reads_several_digits: ClassVar[bool] = False
+    # preset name -> training options this family needs other than the preset's task (e.g. fewer steps)
+    task_overrides: ClassVar[dict[str, dict]] = {}
+    # training options this family reads (for the hyperparameter table: only what applies to a run)
+    options: ClassVar[tuple[str, ...]] = ()
+    # published test error % on the report's task (60x60 cluttered), if any (the papers' tables)
+    paper_error: ClassVar[str | None] = None
+    # epochs the comparison report trains it for at --budget 1 (what 2 CPU cores afford)
+    report_epochs: ClassVar[int] = 10
+    # the report trains it with 1 to 8 glimpses too (accuracy against the number of glimpses)
+    report_sweep: ClassVar[bool] = False
+
+    # ------------------------------------------------------------------ building
+    def model_config(self, config) -> dict:
+        """The model's config (a dict of the ``Config`` fields) from the training options ``config``
+        (a TrainConfig, duck-typed: models import no training code)."""
+        raise NotImplementedError
+
+    def config(self, model_config: dict):
+        """``Config(**model_config)``, with a message that names the family when it does not fit.
+        Fields the config has dropped (its ``REMOVED``: name -> the value that behaves as now) are
+        accepted at that value, so old checkpoints load, and refused with a message otherwise."""
+        model_config = drop_removed(model_config, getattr(self.Config, "REMOVED", {}), f"{self.name} model")
+        try:
+            return self.Config(**model_config)
+        except TypeError as exc:
+            raise ValueError(f"model config does not fit {self.Config.__name__}: {exc}") from exc
+
+    def build(self, model_config: dict) -> nn.Module:
+        return self.Model(self.config(model_config))
+
+    # ------------------------------------------------------------------ reading canvases
+    def run(self, model: nn.Module, images: np.ndarray, task: dict, *, draws: dict | None = None,
+            sample: bool = False, record: bool = False) -> Look:
+        """Logits and attention for (B, H, W) uint8 canvases. ``draws``: this batch's slice of
+        :meth:`evaluation_draws`; ``sample``: follow the stochastic policy (hard families);
+        ``record``: also return what the sensor read (for pictures). Default: a model that maps
+        ``(B, 1, H, W)`` images to a dict with ``logits``; :meth:`attention` reads the rest."""
+        out = model(canvases_to_tensor(images, model_device(model)))
+        return Look(out["logits"], self.attention(out, task), out)
+
+    def attention(self, outputs: dict, task: dict) -> Attention | None:
+        """Where the model looked, from its outputs (None: a full-image network)."""
+        return None
+
+    def evaluation_draws(self, model: nn.Module, task: dict, n: int, seed: int,
+                         sample: bool) -> dict[str, np.ndarray] | None:
+        """Randomness of an evaluation over ``n`` canvases, drawn once for the whole set so that no
+        score depends on the batch size (arrays with ``n`` rows, sliced per batch). None: the
+        family evaluates deterministically."""
+        return None
+
+    # ------------------------------------------------------------------ training
+    def training_terms(self, look: Look, config) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """Loss terms beyond cross-entropy (None: none) and detached metrics, for backprop training."""
+        return None, {}
+
+    # ------------------------------------------------------------------ costs
+    def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
+        """Per image, by definition: ``sensor_values`` (numbers the learned part receives from the
+        image), ``canvas_pixels_touched`` (canvas pixels that enter them, once per step),
+        ``input_pixels`` (H * W). Default: a network that reads every pixel once."""
+        area = int(task["canvas_size"]) ** 2
+        return {"sensor_values": area, "canvas_pixels_touched": area, "input_pixels": area}
+
+    def attention_module(self, model: nn.Module) -> nn.Module | None:
+        """The module whose parameters decide where the model looks (None: no attention)."""
+        return None
+
+    @property
+    def has_attention(self) -> bool:
+        return self.mode != "full"
+
+    def __repr__(self) -> str:
+        return f"<family {self.name}: {self.title}>"
+
+
+def drop_removed(values: dict, removed: dict, what: str) -> dict:
+    """``values`` without the keys of ``removed`` (name -> the value that behaves as this version
+    does); a removed option at another value raises ValueError: this version cannot do that."""
+    refused = {k: values[k] for k in removed if k in values and values[k] != removed[k]}
+    if refused:
+        settings = ", ".join(f"{k}={v!r}" for k, v in refused.items())
+        raise ValueError(f"this {what} was made with {settings}: an option this version no longer has "
+                         f"(removed; it only loads at its old default: "
+                         f"{', '.join(f'{k}={removed[k]!r}' for k in refused)})")
+    return {k: v for k, v in values.items() if k not in removed}
+
+
+_REGISTRY: dict[str, Family] = {}
+
+
+def register(family_class: type[Family]) -> type[Family]:
+    """Class decorator: register one instance of a :class:`Family` subclass under its ``name``."""
+    family = family_class()
+    if family.mode not in MODES:
+        raise ValueError(f"{family_class.__name__}.mode must be one of {MODES}, got {family.mode!r}")
+    if family.name in _REGISTRY and type(_REGISTRY[family.name]) is not family_class:
+        raise ValueError(f"two families are called {family.name!r}")
+    _REGISTRY[family.name] = family
+    return family_class
+
+
+def get_family(name: str) -> Family:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown model kind {name!r}; the registered families are {sorted(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def list_families(mode: str | None = None) -> list[Family]:
+    """Registered families in registration order, optionally only those of one ``mode``."""
+    return [f for f in _REGISTRY.values() if mode is None or f.mode == mode]
+
+
+def build_model(kind: str, model_config: dict) -> nn.Module:
+    """Rebuild a model from what a checkpoint stores: its ``kind`` and ``model_config``."""
+    return get_family(kind).build(model_config)

@@ -1,0 +1,42 @@
+"""Show-Attend-Tell's encoder: a small CNN that turns the canvas into a grid of feature vectors."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class ConvEncoder(nn.Module):
+    """images (B, 1, H, W) -> features (B, L, D) with L = gh * gw cells, and the grid (gh, gw).
+
+    A 5x5 stride-2 conv, then two 3x3 conv + 2x2 max-pool stages: an S x S canvas gives
+    floor(ceil(S / 2) / 4) cells a side (28 -> 3, 60 -> 7, 100 -> 12), each a D = channels[-1]
+    vector with a 23 x 23 px receptive field (about a digit). Total stride 8: the grid
+    grows with the canvas rather than being pooled to a fixed size.
+    """
+
+    STRIDE = 8  # canvas pixels between neighbouring cells
+
+    def __init__(self, channels: tuple[int, int, int] = (16, 32, 64)):
+        super().__init__()
+        c1, c2, c3 = channels
+        self.layers = nn.Sequential(
+            nn.Conv2d(1, c1, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c2, c3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.feature_size = c3
+
+    @classmethod
+    def cell_centres(cls, cells: int) -> torch.Tensor:
+        """(cells,) continuous pixel coordinate of each cell's receptive-field centre along a side:
+        (i + 0.5) * 8, as the stride-2 conv and the two 2x2 pools with 'same' padding place them."""
+        return (torch.arange(cells, dtype=torch.float32) + 0.5) * cls.STRIDE
+
+    @staticmethod
+    def grid_size(size: int) -> int:
+        """Cells along a side of the feature grid for a side of ``size`` pixels."""
+        return ((size + 1) // 2) // 4
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        maps = self.layers(images)  # (B, D, gh, gw)
+        return maps.flatten(2).transpose(1, 2), (maps.shape[2], maps.shape[3])

@@ -1,0 +1,158 @@
+"""The Spatial Transformer (Jaderberg et al. 2015) as a family: soft attention that crops.
+
+A localisation network looks at the whole canvas (at half resolution) and predicts a
+scale-and-translate transform, the "attention" case of the paper's affine transform:
+``theta = [[s, 0, x], [0, s, y]]``. A differentiable bilinear sampler (``grid_sample``) reads
+the ``crop_size`` x ``crop_size`` crop it describes, centred at (x, y) and ``s`` canvas-widths
+wide, and a small CNN classifies the crop. Everything is trained by backpropagation, through the
+sampler into the transform. It crops like hard attention (RAM's glimpse is a box too) but learns
+like soft attention: the middle row of the contrast.
+
+Components, each with its shapes: :class:`LocalisationNetwork`, :func:`crop`,
+:class:`CropClassifier`, assembled by :class:`SpatialTransformerClassifier`; the family
+(:class:`STNFamily`) tells the rest of the lab what it needs.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from envs.task import TASKS
+from glimpse.models.registry import Attention, Family, register
+
+
+MIN_CANVAS = 32
+
+
+@dataclass
+class STNConfig:
+    """canvas_size: side of the square canvas; crop_size: side of the crop the classifier reads;
+    localisation_channels / localisation_hidden: widths of the localisation network; channels:
+    the classifier's two conv widths; hidden_size: its fully connected layer."""
+
+    canvas_size: int = 60
+    crop_size: int = 28
+    localisation_channels: int = 20
+    localisation_hidden: int = 50
+    channels: tuple = (16, 32)
+    hidden_size: int = 256
+    n_classes: int = 10
+
+    def __post_init__(self):
+        self.channels = tuple(self.channels)
+        if len(self.channels) != 2:
+            raise ValueError(f"channels must be 2 conv widths, got {self.channels}")
+        if self.canvas_size < MIN_CANVAS:  # the localisation network's two unpadded 5x5 convs need room
+            raise ValueError(f"canvas_size must be >= {MIN_CANVAS} for the Spatial Transformer, got {self.canvas_size}")
+        if self.crop_size < 8 or self.crop_size % 4:
+            raise ValueError(f"crop_size must be a multiple of 4 and >= 8, got {self.crop_size}")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["channels"] = list(self.channels)
+        return out
+
+
+class LocalisationNetwork(nn.Module):
+    """images (B, 1, H, W) -> (centre (B, 2) unit (x, y) in (-1, 1), scale (B,) > 0).
+
+    Half-resolution canvas, two 5x5 conv + 2x2 max-pool layers, a hidden layer, then the three
+    numbers of the transform. The last layer starts at zero: the first crop is the whole canvas
+    (s = 1, centre 0), and ``tanh`` keeps the centre on the canvas."""
+
+    def __init__(self, canvas_size: int, channels: int, hidden: int):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.AvgPool2d(2), nn.Conv2d(1, channels, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, channels, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        )
+        side = ((canvas_size // 2 - 4) // 2 - 4) // 2
+        self.hidden = nn.Sequential(nn.Linear(channels * side * side, hidden), nn.ReLU())
+        self.transform = nn.Linear(hidden, 3)  # (log s, x, y) before squashing
+        nn.init.zeros_(self.transform.weight)
+        nn.init.zeros_(self.transform.bias)
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raw = self.transform(self.hidden(self.features(images)))
+        return torch.tanh(raw[:, 1:]), torch.exp(raw[:, 0])
+
+
+def crop(images: torch.Tensor, centre: torch.Tensor, scale: torch.Tensor, size: int) -> torch.Tensor:
+    """Bilinear crop: images (B, 1, H, W), centre (B, 2) unit (x, y), scale (B,) in canvas widths
+    -> (B, 1, size, size). Unit coordinates as in envs.coords (-1 is the left/top edge), which is
+    ``grid_sample``'s ``align_corners=False``; outside the canvas reads as 0."""
+    zeros = torch.zeros_like(scale)
+    theta = torch.stack([torch.stack([scale, zeros, centre[:, 0]], -1),
+                         torch.stack([zeros, scale, centre[:, 1]], -1)], 1)  # (B, 2, 3)
+    grid = F.affine_grid(theta, (len(images), 1, size, size), align_corners=False)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+class CropClassifier(nn.Module):
+    """crops (B, 1, c, c) -> logits (B, C): two 5x5 conv + 2x2 max-pool layers, a hidden layer."""
+
+    def __init__(self, crop_size: int, channels: tuple, hidden: int, n_classes: int):
+        super().__init__()
+        c1, c2 = channels
+        self.net = nn.Sequential(
+            nn.Conv2d(1, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(c2 * (crop_size // 4) ** 2, hidden), nn.ReLU(), nn.Linear(hidden, n_classes),
+        )
+
+    def forward(self, crops: torch.Tensor) -> torch.Tensor:
+        return self.net(crops)
+
+
+class SpatialTransformerClassifier(nn.Module):
+    """images (B, 1, H, W) in [0, 1] -> dict of ``logits`` (B, C), ``centre`` (B, 2) unit (x, y),
+    ``scale`` (B,) crop width in canvas widths, ``crop`` (B, 1, c, c)."""
+
+    def __init__(self, config: STNConfig):
+        super().__init__()
+        self.config = config
+        self.localisation = LocalisationNetwork(config.canvas_size, config.localisation_channels,
+                                                config.localisation_hidden)
+        self.classifier = CropClassifier(config.crop_size, config.channels, config.hidden_size, config.n_classes)
+
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        size = self.config.canvas_size
+        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
+            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        centre, scale = self.localisation(images)
+        crops = crop(images, centre, scale, self.config.crop_size)
+        return {"logits": self.classifier(crops), "centre": centre, "scale": scale, "crop": crops}
+
+
+@register
+class STNFamily(Family):
+    name = "stn"
+    title = "Spatial Transformer (soft)"
+    mode = "soft"
+    Config = STNConfig
+    Model = SpatialTransformerClassifier
+    options = ("hidden_size",)
+    task_overrides = {name: dict(n_glimpses=1) for name in TASKS}  # one crop per canvas
+    report_epochs = 6
+
+    def model_config(self, config) -> dict:
+        return STNConfig(canvas_size=config.canvas_size, hidden_size=config.hidden_size).to_dict()
+
+    def attention(self, outputs: dict, task: dict) -> Attention:
+        width = outputs["scale"] * task["canvas_size"]
+        return Attention(centres=outputs["centre"][:, None], boxes=width[:, None, None])
+
+    def training_terms(self, look, config):
+        return None, {"train/crop_scale": look.outputs["scale"].detach().mean()}
+
+    def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
+        """The localisation network reads every pixel once; the sampler reads at most 4 canvas
+        pixels per crop pixel (bilinear); the classifier receives the c x c crop."""
+        area, c = int(task["canvas_size"]) ** 2, self.config(model_config).crop_size
+        return {"sensor_values": c * c, "canvas_pixels_touched": area + min(area, 4 * c * c), "input_pixels": area}
+
+    def attention_module(self, model: nn.Module) -> nn.Module:
+        return model.localisation

@@ -1,0 +1,327 @@
+"""Assemble ``compare.md`` and its figures from finished runs.
+
+Everything in the report is computed here from the runs' checkpoints and from measurements
+taken while the report is built; nothing is typed in, except the papers' numbers (each family's
+``paper_error``, PAPER_SWEEP).
+"""
+from __future__ import annotations
+
+import math
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envs.engine import fixed_canvas_set
+from glimpse.cli import markdown_table
+from envs.data import load_mnist
+from envs.task import BENCHMARK_VERSION
+from glimpse.evaluation import TEST_SEED, fixed_set
+from glimpse.measure import flops_per_image, pixels_read
+from glimpse.models import get_family, list_families
+from glimpse.report import figures
+from glimpse.report.experiments import FAMILIES, GLIMPSE_COUNTS, MODELS, SWEPT, TASK_PRESET, Experiment, sweep
+from glimpse.report.measurements import (
+    THRESHOLDS, SeedRuns, attention_gradient_spread, collect, cost_per_image, throughput, time_to_threshold,
+)
+from glimpse.training.config import family_options, resolve_config
+from glimpse.viz import where_it_looks
+
+PAPER_SWEEP = {"RAM": [(4, 4.96), (6, 4.08), (8, 4.04)], "DRAW": []}
+HEADLINE_START, HEADLINE_END = "<!-- report:headline:start -->", "<!-- report:headline:end -->"
+N_GALLERY = 6
+
+
+@dataclass
+class ReportSettings:
+    runs_dir: Path
+    out_dir: Path
+    seeds: tuple[int, ...] = (0, 1, 2)
+    data_dir: str | None = None
+    grad_batches: int = 200
+    grad_batch_size: int = 128
+    speed_steps: int = 20
+    speed_images: int = 2000
+    command: str = "python report.py"
+    models: tuple[Experiment, ...] = MODELS
+    glimpse_counts: tuple[int, ...] = GLIMPSE_COUNTS
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f}"
+
+
+def _error_cell(errors: np.ndarray) -> str:
+    if len(errors) == 0:
+        return "not trained"
+    pct = 100 * errors
+    if len(pct) == 1:
+        return f"{pct[0]:.2f} (1 seed)"
+    return f"{pct.mean():.2f} ± {pct.std(ddof=1):.2f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    return markdown_table(header, rows)
+
+
+def _number(x: float) -> str:
+    return f"{x:,.0f}" if math.isfinite(x) else "unbounded"
+
+
+def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
+    if t["reached"] == 0:
+        return f"not reached (0/{t['of']})"
+    seeds = "" if t["reached"] == t["of"] else f" ({t['reached']}/{t['of']} seeds)"
+    return f"{t['epochs']:.0f} ep / {t['epochs'] * seconds_per_epoch / 60:.1f} min{seeds}"
+
+
+GROWTH_SIZES = (60, 100, 200)
+
+
+def canvas_growth_table(sizes=GROWTH_SIZES) -> str:
+    """Cost per image of the *same* model (the cluttered60 configuration) on bigger canvases,
+    by definition (pixels touched) and by FLOP count, untrained: the 'O(1) per glimpse vs
+    O(input)' claim needs no training to check."""
+    rows = []
+    for family in list_families():
+        pixels, flops = [], []
+        for size in sizes:
+            config = resolve_config({"preset": TASK_PRESET, **family_options(family), "canvas_size": size})
+            task, model_config = config.task(), family.model_config(config)
+            torch.manual_seed(0)
+            model = family.build(model_config).eval()
+            pixels.append(pixels_read(family.name, task, model_config)["canvas_pixels_touched"])
+            flops.append(flops_per_image(family.name, model, task, batch=2))
+        rows.append([family.name, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
+                     *(_si(f) for f in flops), f"{flops[-1] / flops[0]:.1f}x"])
+    last = f"{sizes[-1]} / {sizes[0]}"
+    return _table(["model", *(f"pixels touched, {n}x{n}" for n in sizes), last,
+                   *(f"FLOPs, {n}x{n}" for n in sizes), last], rows)
+
+
+def build_report(settings: ReportSettings, progress=print) -> Path:
+    """Write ``<out>/compare.md`` and its PNGs from the finished runs in ``settings.runs_dir``.
+    Returns the markdown's path. Experiments without finished runs are reported as missing."""
+    out = settings.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    data = load_mnist(settings.data_dir)
+    groups = [collect(e, settings.seeds, settings.runs_dir, settings.data_dir) for e in settings.models]
+    present = [g for g in groups if g.runs]
+    if not present:
+        raise ValueError(f"no finished runs in {settings.runs_dir}: train them with --train")
+    task = present[0].runs[0]["task"]
+    test_canvases, _ = fixed_set(task, data.test, "test")
+    speed_canvases = test_canvases.images[:settings.speed_images]
+    n_train = len(data.train)
+
+    progress("[report] measuring cost and speed per model")
+    measured: dict[str, dict] = {}
+    for group in present:
+        measured[group.experiment.name] = {
+            **cost_per_image(group), **throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)}
+    seconds_per_epoch = {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
+
+    progress("[report] measuring the spread of the attention gradient")
+    gradients = {}
+    for group in present:
+        if group.experiment in FAMILIES and get_family(group.runs[0]["kind"]).has_attention:
+            gradients[group.experiment.name] = attention_gradient_spread(
+                group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
+
+    progress("[report] figures")
+    figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
+    sweep_rows = {}
+    sweep_groups = {}
+    for base in (e for e in SWEPT if e in settings.models):
+        short = base.label.split(" ")[0]
+        sweep_groups[short] = [(n, collect(e, settings.seeds[:1], settings.runs_dir, settings.data_dir)) for n, e in
+                               zip(settings.glimpse_counts, sweep(base, settings.glimpse_counts))]
+        sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
+    figures.glimpse_sweep(sweep_rows, PAPER_SWEEP, out / "glimpse_sweep.png")
+    gallery = fixed_canvas_set(data.test.images[:N_GALLERY], data.test.labels[:N_GALLERY], task["canvas_size"],
+                               task["n_clutter"], task["centred_digit"], TEST_SEED)
+    gallery_rows = [(g.experiment.label.replace(" (", "\n("),
+                     where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
+                                    gallery.labels, compact=True))
+                    for g in present if g.experiment in FAMILIES and get_family(g.runs[0]["kind"]).has_attention]
+    if gallery_rows:
+        figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
+
+    progress("[report] writing")
+    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups,
+                     bool(gallery_rows), len(test_canvases.labels))
+    path = out / "compare.md"
+    path.write_text(text)
+    (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch))
+    return path
+
+
+def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) -> str:
+    rows = []
+    for group in groups:
+        e, m = group.experiment, measured.get(group.experiment.name)
+        if m is None:
+            rows.append([e.label, e.family, "not trained", e.paper or "–", "", "", "", "", ""])
+            continue
+        t90 = time_to_threshold(group, 0.90)
+        rows.append([e.label, e.family, _error_cell(group.test_errors), e.paper or "–",
+                     _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
+                     f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
+    return _table(["model", "kind", "test error % (mean ± sd over seeds)", "paper %", "pixels touched / image",
+                   "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
+
+
+def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups, has_gallery,
+              n_test) -> str:
+    budget_rows = []
+    for group in groups:
+        epochs = sorted({r["train_config"]["epochs"] for r in group.runs}) or ["–"]
+        minutes = [r.get("train_seconds", math.nan) / 60 for r in group.runs]
+        budget_rows.append([group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
+                            ", ".join(f"{100 * err:.2f}" for err in group.test_errors) or "–",
+                            _fmt(float(np.mean(minutes)), 1) if minutes else "–"])
+    every_run = [r for g in groups for r in g.runs] + [r for entries in sweep_groups.values() for n, g in entries
+                                                       for r in g.runs if g.experiment not in settings.models]
+    total_minutes = sum(r.get("train_seconds", 0.0) for r in every_run) / 60
+    threshold_rows = []
+    for group in groups:
+        if not group.runs:
+            continue
+        name = group.experiment.name
+        cells = [_threshold_cell(time_to_threshold(group, t), seconds_per_epoch[name]) for t in THRESHOLDS]
+        best = max(max((h["val_accuracy"] for h in r.get("history", [])), default=0) for r in group.runs)
+        threshold_rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{seconds_per_epoch[name]:.1f}"])
+    grad_rows = []
+    for name, spread in gradients.items():
+        label = next(g.experiment.label for g in groups if g.experiment.name == name)
+        estimator = "REINFORCE + baseline" if get_family(name).mode == "hard" else "backpropagation"
+        lo, hi = spread["interval"]
+        grad_rows.append([label, estimator, spread["n_parameters"], _number(spread["relative_variance"]),
+                          f"{_number(lo)} to {_number(hi)}"])
+    cost_rows = []
+    for group in groups:
+        m = measured.get(group.experiment.name)
+        if m is None:
+            continue
+        cost_rows.append([group.experiment.label, _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]),
+                          _si(m["flops"]), f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}"])
+    sweep_table_rows = []
+    for n in settings.glimpse_counts:
+        row = [str(n)]
+        for short, entries in sweep_groups.items():
+            group = dict(entries)[n]
+            row.append(f"{100 * group.test_errors[0]:.2f}" if group.runs else "not trained")
+            paper = dict(PAPER_SWEEP.get(short, []))
+            row.append(f"{paper[n]:.2f}" if n in paper else "–")
+        sweep_table_rows.append(row)
+    sweep_header = ["glimpses"] + [c for short in sweep_groups for c in (f"{short} (this lab)", f"{short} (paper)")]
+    sweep_epochs = {short: sorted({g.runs[0]["train_config"]["epochs"] for _, g in entries if g.runs})
+                    for short, entries in sweep_groups.items()}
+
+    parts = [
+        "# Hard vs soft attention, measured",
+        "",
+        f"Generated by `{settings.command}` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.machine()}, "
+        f"{torch.get_num_threads()} torch threads, torch {torch.__version__}). Data: {data.source}. "
+        f"Task: {TASK_PRESET} (60x60 canvas, 4 pieces of clutter); every model is tested on the same "
+        f"{n_test:,} fixed test canvases of benchmark v{BENCHMARK_VERSION} (test digits only, seed {TEST_SEED}) "
+        f"by the code behind `evaluate.py` "
+        f"(RAM deterministic: the policy's mean). Every number below is computed from the runs in "
+        f"`{settings.runs_dir}` or measured while this report was built.",
+        "",
+        "## Headline",
+        "",
+        headline(groups, measured, seconds_per_epoch),
+        "",
+        "The budgets are short (below): this compares the models after minutes of training each, not after "
+        "the papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are longer runs.",
+        "",
+        "## Runs and budgets (the 'stochastic' row: spread over seeds)",
+        "",
+        _table(["model", "epochs", "seeds", "test error % per seed", "minutes per run (recorded)"], budget_rows),
+        "",
+        f"Recorded training time of all {len(every_run)} runs of this report: {total_minutes:.0f} minutes "
+        f"(single-threaded runs, two or three sharing the 2 cores, so each ran slower than it would alone).",
+        "",
+        "## Exact vs approximate gradient",
+        "",
+        f"The gradient of the attention parameters (RAM: the location policy's mean head; DRAW: the "
+        f"Linear layer that emits the filterbank parameters; Show-Attend-Tell: the additive attention "
+        f"MLP) from {settings.grad_batches} independent minibatches of {settings.grad_batch_size} training "
+        f"images at the same weights: seed 0's initialisation, where every model's expected gradient is "
+        f"clearly non-zero (at trained weights it is close to zero by construction, and a ratio to it says "
+        f"nothing). Relative variance = trace of the covariance of one minibatch's estimate / squared norm "
+        f"of the expected gradient, the latter estimated without bias (squared norm of the mean estimate "
+        f"minus the trace over the number of minibatches); 'unbounded' when that is not positive, i.e. "
+        f"the mean gradient is not resolved from the noise. It is the number of minibatches to average "
+        f"before the noise is as large as the signal; scale-free, so models with different parameters "
+        f"compare. The interval resamples the minibatches. RAM's estimate is REINFORCE with the learned "
+        f"baseline (its noise is the data plus the sampled locations), the soft models' is plain "
+        f"backpropagation (noise from the data only).",
+        "",
+        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], grad_rows)
+        if grad_rows else "(no runs)",
+        "",
+        "## Cost per image: O(1) per glimpse vs O(input)",
+        "",
+        "Pixels touched: canvas pixels that enter the model's computation (RAM: under each glimpse's "
+        "largest box; DRAW: every pixel at every step, its Gaussian filters have full support; SAT and the "
+        "baselines: every pixel once). Values in: numbers the learned part receives. FLOPs: "
+        "`torch.utils.flop_counter` on one forward pass (matrix products and convolutions; see "
+        "glimpse/measure.py). Speeds: measured in this process, one model at a time, batch 128 for "
+        "training, 500 for evaluation.",
+        "",
+        _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], cost_rows),
+        "",
+        "The same models (the cluttered60 configuration, untrained: this needs no training) on bigger "
+        "canvases: RAM's cost per image stays put, the others grow with the canvas.",
+        "",
+        canvas_growth_table(),
+        "",
+        "## Easy vs hard to train",
+        "",
+        "Epochs until validation accuracy (5,000 fixed canvases) first reached 90 % and 95 %, averaged over "
+        "the seeds that reached it, and the corresponding training time at the speed measured above "
+        "(epochs x seconds per epoch, so that runs that shared the machine compare fairly).",
+        "",
+        _table(["model", "to 90 % val", "to 95 % val", "best val % (any seed)", "s / epoch"], threshold_rows),
+        "",
+        "![learning curves](learning_curves.png)",
+        "",
+        "## Accuracy against the number of glimpses",
+        "",
+        f"One seed per count; budgets as in the comparison ({', '.join(f'{k}: {v} epochs' for k, v in sweep_epochs.items())}). "
+        "The paper's RAM numbers are for 60x60 cluttered MNIST after full training; DRAW's paper reports "
+        "only 100x100 (3.36 % with 8 glimpses).",
+        "",
+        _table(sweep_header, sweep_table_rows),
+        "",
+        "![accuracy against glimpses](glimpse_sweep.png)",
+        "",
+    ]
+    if has_gallery:
+        parts += ["## Where they look", "", "The same six test canvases for every model (seed 0).", "",
+                  "![where they look](where_they_look.png)", ""]
+    parts += ["## Reproduce", "", "```", settings.command, "```", ""]
+    return "\n".join(parts)
+
+
+def update_readme(readme: Path, headline_md: str, figure: str) -> None:
+    """Replace the README's block between the headline markers with the generated table."""
+    text = readme.read_text()
+    if HEADLINE_START not in text or HEADLINE_END not in text:
+        raise ValueError(f"{readme} has no {HEADLINE_START} ... {HEADLINE_END} block to fill")
+    head, rest = text.split(HEADLINE_START, 1)
+    _, tail = rest.split(HEADLINE_END, 1)
+    block = f"{HEADLINE_START}\n{headline_md}\n\n![where they look]({figure})\n{HEADLINE_END}"
+    readme.write_text(head + block + tail)

@@ -1,0 +1,73 @@
+"""What the report compares: every model on the same task at a fixed budget of epochs.
+
+An :class:`Experiment` is a ``train.py`` configuration (preset overrides) and a budget; the
+report trains it once per seed into ``<runs>/<name>-seed<k>``. The attention models' budgets
+are what two CPU cores afford in about an hour for the whole report (far from the papers'
+hundreds of epochs); the full-image baselines cost seconds per epoch and get enough epochs to
+level off. ``report.py --budget 2`` doubles every budget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from glimpse.models import Family, get_family, list_families
+from glimpse.training.config import family_options, resolve_config
+
+TASK_PRESET = "cluttered60"  # the task every model of the report is trained and tested on
+GLIMPSE_COUNTS = tuple(range(1, 9))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str          # run-name prefix, e.g. "ram"
+    label: str         # how tables and figures call it
+    family: str        # "hard", "soft" or "baseline"
+    epochs: int        # budget at --budget 1
+    overrides: dict = field(default_factory=dict)  # train.py options beyond --preset
+    paper: str | None = None  # published test error % on this task, if any
+
+    def train_options(self, seed: int, epochs: int) -> dict:
+        return {"preset": TASK_PRESET, **self.overrides, "seed": seed, "epochs": epochs}
+
+    def run_name(self, seed: int) -> str:
+        return f"{self.name}-seed{seed}"
+
+
+def family_experiment(family: Family) -> Experiment:
+    """A registered family on the report's task, at the budget its module states."""
+    group = "baseline" if family.mode == "full" else family.mode
+    return Experiment(family.name, family.title, group, family.report_epochs, family_options(family),
+                      family.paper_error)
+
+
+# every registered family, then the paper's random-glimpse baseline (RAM with its policy switched off)
+FAMILIES = tuple(family_experiment(f) for f in list_families())
+RAM_RANDOM = Experiment("ram-random", "RAM, random glimpses", "baseline", get_family("ram").report_epochs,
+                        {"mode": "hard", "random_glimpses": True, "first_location": "random"}, "14.4 (8 random glimpses)")
+MODELS = (*FAMILIES, RAM_RANDOM)
+SWEPT = tuple(e for e, f in zip(FAMILIES, list_families()) if f.report_sweep)  # accuracy against the glimpse count
+
+
+def default_glimpses(experiment: Experiment) -> int:
+    return resolve_config({"preset": TASK_PRESET, **experiment.overrides}).n_glimpses
+
+
+def with_glimpses(experiment: Experiment, n_glimpses: int) -> Experiment:
+    """The experiment with ``n_glimpses`` glimpses; the experiment itself at its default count,
+    so that the sweep reuses the comparison's runs."""
+    if n_glimpses == default_glimpses(experiment):
+        return experiment
+    return Experiment(f"{experiment.name}-{n_glimpses}g", f"{experiment.label}, {n_glimpses} glimpses",
+                      experiment.family, experiment.epochs, {**experiment.overrides, "n_glimpses": n_glimpses})
+
+
+def sweep(experiment: Experiment, counts=GLIMPSE_COUNTS) -> list[Experiment]:
+    return [with_glimpses(experiment, n) for n in counts]
+
+
+def by_name(name: str) -> Experiment:
+    """The report's experiment called ``name`` (a family's name, or "ram-random")."""
+    for experiment in MODELS:
+        if experiment.name == name:
+            return experiment
+    raise ValueError(f"no experiment {name!r}; the report has {[e.name for e in MODELS]}")

@@ -1,0 +1,101 @@
+"""The report's figures, as PNG files: learning curves, accuracy against the number of
+glimpses, and where each model looks on the same test canvases."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+import numpy as np  # noqa: E402
+
+from glimpse.report.measurements import SeedRuns  # noqa: E402
+
+COLOURS = {"hard": "tab:red", "soft": "tab:blue", "baseline": "tab:grey"}
+STYLES = ["-", "--", ":", "-."]
+
+
+def _curve(run: dict, x: str) -> tuple[np.ndarray, np.ndarray]:
+    history = run.get("history", [])
+    return np.array([h[x] for h in history]), np.array([100 * (1 - h["val_accuracy"]) for h in history])
+
+
+def _log_percent_axis(ax) -> None:
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda y, _: f"{y:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def learning_curves(groups: list[SeedRuns], seconds_per_epoch: dict[str, float], path: Path) -> None:
+    """Validation error against epochs and against training time, every seed a line. Time is
+    epochs times the seconds per epoch measured side by side in one process (``seconds_per_epoch``
+    by experiment name), so that runs that shared the cores with others compare fairly."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    styles = {}
+    for group in groups:
+        family = group.experiment.family
+        styles[family] = styles.get(family, -1) + 1
+        style = STYLES[styles[family] % len(STYLES)]
+        for i, run in enumerate(group.runs):
+            epochs, error = _curve(run, "epoch")
+            label = group.experiment.label if i == 0 else None
+            kw = dict(color=COLOURS[family], linestyle=style, alpha=0.85, linewidth=1.4, label=label)
+            axes[0].plot(epochs, error, **kw)
+            axes[1].plot(epochs * seconds_per_epoch[group.experiment.name] / 60, error, **kw)
+    for ax, xlabel in zip(axes, ("epochs", "training minutes (measured speed, 1 process, this machine)")):
+        ax.set_xlabel(xlabel)
+        _log_percent_axis(ax)
+        for level in (10, 5):
+            ax.axhline(level, color="black", linewidth=0.6, alpha=0.4)
+    axes[0].set_ylabel("validation error % (log scale)")
+    axes[1].legend(fontsize=8, loc="upper right")
+    fig.suptitle("Learning curves on 60x60 cluttered MNIST (every seed; lines at 10 % and 5 % error)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def glimpse_sweep(rows: dict[str, list[tuple[int, float]]], paper: dict[str, list[tuple[int, float]]],
+                  path: Path) -> None:
+    """Test error against the number of glimpses: ours (lines) and the papers' (markers)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (name, points), colour in zip(rows.items(), ("tab:red", "tab:blue", "tab:green")):
+        if points:
+            counts, errors = zip(*points)
+            ax.plot(counts, errors, "o-", color=colour, label=f"{name} (this lab)")
+        if paper.get(name):
+            counts, errors = zip(*paper[name])
+            ax.plot(counts, errors, "s", color=colour, markerfacecolor="none", markersize=9, label=f"{name} (paper)")
+    ax.set_xlabel("number of glimpses")
+    ax.set_ylabel("test error % (log scale)")
+    _log_percent_axis(ax)
+    ax.legend(fontsize=8)
+    ax.set_title("Accuracy against the number of glimpses, 60x60 cluttered MNIST")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def attention_gallery(rows: list[tuple[str, list[np.ndarray]]], labels: np.ndarray, path: Path) -> None:
+    """A grid: one row per model, one column per test canvas."""
+    n_rows, n_cols = len(rows), len(rows[0][1])
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(2.1 * n_cols, 2.25 * n_rows), squeeze=False)
+    for r, (name, pictures) in enumerate(rows):
+        for c, picture in enumerate(pictures):
+            ax = axes[r][c]
+            ax.imshow(np.transpose(picture, (1, 2, 0)))
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if c == 0:
+                ax.set_ylabel(name, fontsize=9)
+            if r == 0:
+                ax.set_title(f"digit {labels[c]}", fontsize=9)
+    fig.suptitle("Where each model looks, same test canvases (boxes: first step cyan ... last red; "
+                 "maps: averaged over the steps; above: true and predicted label)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,136 @@
+"""The report's numbers, computed from finished runs: test error over seeds, learning speed,
+cost per image (pixels, FLOPs, images/s) and the spread of the attention gradient."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envs import ClutteredMNISTVectorEnv
+
+from envs.task import BENCHMARK_VERSION
+from glimpse.evaluation import evaluate_checkpoint
+from glimpse.measure import flops_per_image, pixels_read, ram_gradient_fn, soft_gradient_fn
+from glimpse.models import build_model, get_family
+from glimpse.report.experiments import Experiment
+from glimpse.report.runs import finished_run
+from glimpse.speed import eval_images_per_second, training_speed
+from glimpse.training.config import TrainConfig
+
+THRESHOLDS = (0.90, 0.95)
+
+
+@dataclass
+class SeedRuns:
+    """The finished runs of one experiment, one per seed (checkpoint dicts of their best.pt)."""
+    experiment: Experiment
+    runs: list[dict]
+    run_dirs: list[Path]
+
+    @property
+    def test_errors(self) -> np.ndarray:
+        return np.array([1.0 - r["test_accuracy"] for r in self.runs])
+
+    def model(self, index: int = 0) -> torch.nn.Module:
+        run = self.runs[index]
+        model = build_model(run["kind"], run["model_config"])
+        model.load_state_dict(run["model_state"])
+        return model.eval()
+
+
+def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None = None) -> SeedRuns:
+    """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out). A run
+    tested on another benchmark version's canvases than today's is scored again on today's."""
+    runs, dirs = [], []
+    for seed in seeds:
+        run_dir = runs_dir / experiment.run_name(seed)
+        payload = finished_run(run_dir)
+        if payload is not None and payload.get("benchmark") != BENCHMARK_VERSION:
+            scored = evaluate_checkpoint(run_dir / "best.pt", data_dir=data_dir, progress=False)
+            payload.update(test_accuracy=scored["accuracy"], benchmark=BENCHMARK_VERSION)
+        if payload is not None:
+            runs.append(payload)
+            dirs.append(run_dir)
+    return SeedRuns(experiment, runs, dirs)
+
+
+def first_reaching(history: list[dict], threshold: float) -> dict | None:
+    """The first validation of a learning curve at or above ``threshold``, or None."""
+    return next((h for h in history if h["val_accuracy"] >= threshold), None)
+
+
+def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:
+    """Epochs and recorded training seconds until validation accuracy first reached
+    ``threshold``, averaged over the seeds that reached it; ``reached`` counts them."""
+    hits = [first_reaching(r.get("history", []), threshold) for r in seed_runs.runs]
+    reached = [h for h in hits if h is not None]
+    if not reached:
+        return {"reached": 0, "of": len(hits), "epochs": math.nan, "seconds": math.nan}
+    return {"reached": len(reached), "of": len(hits), "epochs": float(np.mean([h["epoch"] for h in reached])),
+            "seconds": float(np.mean([h["train_seconds"] for h in reached]))}
+
+
+def cost_per_image(seed_runs: SeedRuns) -> dict:
+    """Pixels and FLOPs per image of one forward pass (by definition and by count, see
+    glimpse.measure)."""
+    run = seed_runs.runs[0]
+    pixels = pixels_read(run["kind"], run["task"], run["model_config"])
+    return {**pixels, "flops": flops_per_image(run["kind"], seed_runs.model(), run["task"])}
+
+
+def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int, data_dir: str | None) -> dict:
+    """Training images/s (full steps at the run's batch size, fresh weights) and deterministic
+    evaluation images/s of the trained model, measured now, in this process."""
+    run = seed_runs.runs[0]
+    config = TrainConfig.from_dict({**run["train_config"], "data_dir": data_dir})
+    train_speed, _, _ = training_speed(config, data, train_steps, warmup=1)
+    eval_speed = eval_images_per_second(run["kind"], seed_runs.model(), run["task"], canvases)
+    return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
+
+
+def trace_and_signal(grads: torch.Tensor) -> tuple[float, float]:
+    """From n gradient estimates (n, d): trace(Cov g), and ||E g||^2 estimated without bias
+    (||mean||^2 - trace / n; it may come out negative when the noise swamps the signal)."""
+    trace = float(grads.var(0, unbiased=True).sum())
+    return trace, float(grads.mean(0).pow(2).sum()) - trace / grads.shape[0]
+
+
+def relative_variance(grads: torch.Tensor) -> float:
+    """trace(Cov g) / ||E g||^2 (see :func:`trace_and_signal`); inf when no signal is resolved."""
+    trace, signal = trace_and_signal(grads)
+    return trace / signal if signal > 0 else math.inf
+
+
+def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_size: int, data_dir: str | None,
+                              seed: int = 10_000, n_bootstrap: int = 200) -> dict:
+    """Spread of one minibatch's gradient of the attention parameters over ``n_batches``
+    minibatches at fixed weights: the seed-0 run's *initialisation*, where every model's expected
+    gradient is clearly non-zero (at trained weights it is ~0 by construction, and a ratio to it
+    means nothing). REINFORCE with the baseline for RAM, backpropagation for the soft models.
+
+    Returns the relative variance (see :func:`relative_variance`) and a 90 % bootstrap interval
+    (resampling the minibatches; the upper end is inf when the signal is not resolved)."""
+    run = seed_runs.runs[0]
+    kind, task = run["kind"], run["task"]
+    torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
+    model = build_model(kind, run["model_config"]).eval()
+    if get_family(kind).mode == "hard":
+        env = ClutteredMNISTVectorEnv(batch_size, **{**task, "split": "train", "data_dir": data_dir})
+        grad_fn = ram_gradient_fn(model, env, seed)
+    else:
+        grad_fn = soft_gradient_fn(model, kind, task, data.train, batch_size, seed)
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
+    # bootstrap the inverse (signal / trace), which stays finite, then invert its interval
+    rng = torch.Generator().manual_seed(seed)
+    inverse = []
+    for _ in range(n_bootstrap):
+        trace, signal = trace_and_signal(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)])
+        if trace > 0:  # a resample of one repeated minibatch has no spread: it says nothing
+            inverse.append(max(signal, 0.0) / trace)
+    lo_inv, hi_inv = np.quantile(inverse, [0.05, 0.95]) if inverse else (0.0, 0.0)
+    return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
+            "interval": (1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf),
+            "trace": float(grads.var(0, unbiased=True).sum())}

@@ -1,0 +1,112 @@
+"""Training the report's missing runs (as ``train.py`` subprocesses) and reading finished ones.
+
+A run is finished when its ``best.pt`` holds the test accuracy that train.py adds at the end.
+An interrupted run (a ``last.pt`` but no finished ``best.pt``) is resumed, not restarted.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+
+import glimpse
+from glimpse.progress import progress
+
+from glimpse.report.experiments import Experiment
+from glimpse.checkpoint import CheckpointError, load_checkpoint
+
+# the report trains with the same glimpse it runs from, installed or in a clone
+GLIMPSE_PARENT = str(Path(glimpse.__file__).resolve().parents[1])
+TRAIN = ("-m", "glimpse.commands.train")
+
+
+@dataclass
+class RunRequest:
+    experiment: Experiment
+    seed: int
+    epochs: int
+
+    @property
+    def name(self) -> str:
+        return self.experiment.run_name(self.seed)
+
+
+def budget_epochs(experiment: Experiment, budget: float) -> int:
+    return max(1, round(experiment.epochs * budget))
+
+
+def finished_run(run_dir: Path) -> dict | None:
+    """The finished run's best checkpoint, or None. Its ``history`` is the whole learning curve
+    (older runs kept it only up to the best step in best.pt: then it is taken from last.pt)."""
+    try:
+        payload = load_checkpoint(run_dir / "best.pt")
+        if "test_accuracy" not in payload:
+            return None
+        last = run_dir / "last.pt"
+        if last.exists():
+            longer = load_checkpoint(last).get("history", [])
+            if len(longer) > len(payload.get("history", [])):
+                payload["history"] = longer
+        return payload
+    except CheckpointError:
+        return None
+
+
+def _flags(options: dict) -> list[str]:
+    argv = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append("--no-" + flag[2:])
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_steps: int = 0,
+                  data_dir: str | None = None) -> list[str]:
+    run_dir = runs_dir / request.name
+    common = {"threads": threads, "max_steps": max_steps or None}
+    if (run_dir / "last.pt").exists():  # interrupted: continue it exactly
+        return [sys.executable, *TRAIN, "--resume", str(run_dir),
+                *_flags({"epochs": request.epochs, **common})]
+    options = {**request.experiment.train_options(request.seed, request.epochs), **common,
+               "data_dir": data_dir, "run_dir": str(runs_dir), "run_name": request.name}
+    return [sys.executable, *TRAIN, *_flags(options)]
+
+
+def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, threads: int = 1,
+                  max_steps: int = 0, data_dir: str | None = None, quiet: bool = False) -> list[str]:
+    """Train every request whose run is not finished, ``jobs`` at a time, each process with
+    ``threads`` torch threads; each run's output goes to ``<runs>/<name>.log``. Returns the
+    names of runs that failed (their logs say why)."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    conflicts = [f"{r.name} ({run['train_config']['epochs']} epochs, the budget asks {r.epochs})" for r in requests
+                 if (run := finished_run(runs_dir / r.name)) is not None and run["train_config"]["epochs"] != r.epochs]
+    if conflicts:
+        raise ValueError(f"finished runs in {runs_dir} have another budget: {'; '.join(conflicts)}. "
+                         f"Delete them or choose another --runs folder")
+    todo = [r for r in requests if finished_run(runs_dir / r.name) is None]
+    failed = []
+
+    def run(request: RunRequest) -> None:
+        command = train_command(request, runs_dir, threads=threads, max_steps=max_steps, data_dir=data_dir)
+        with open(runs_dir / f"{request.name}.log", "a") as log:
+            log.write(" ".join(command) + "\n")
+            log.flush()
+            path = os.pathsep.join(p for p in (GLIMPSE_PARENT, os.environ.get("PYTHONPATH")) if p)
+            result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
+            if result.returncode != 0:
+                failed.append(request.name)
+
+    with progress(total=len(todo), desc="report runs", unit="run", disable=quiet) as bar, \
+            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for _ in pool.map(lambda r: (run(r), bar.update(1)), todo):
+            pass
+    return failed

@@ -1,0 +1,133 @@
+"""Throughput, measured the way training and evaluation really run: the env batched or under
+gymnasium's sync vectorisation, one optimiser step of a learner (and where its time goes),
+batched prediction.
+
+Used by benchmarks/speed.py and the report, so both print numbers of the same code.
+"""
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from envs import TASKS, ClutteredMNISTVectorEnv
+from glimpse.inference import predict_probabilities
+from glimpse.training.config import TrainConfig
+from glimpse.training.loop import batch_indices, make_learner, step_seed
+
+ENV_ID = "glimpse/ClutteredMNIST60-v1"
+
+
+def env_steps_per_second(num_envs: int, episodes: int, device: str | torch.device = "cpu", validate: bool = True,
+                         data_dir=None, sync: bool = False) -> float:
+    """Glimpse-steps/s (one step of one episode = one glimpse) of the batched env on ``device``
+    with random actions made on the device beforehand; ``validate``: the value checks a user's env
+    makes (a host read per step). ``sync=True`` times gymnasium's SyncVectorEnv of the single env
+    instead (numpy, on the CPU). Each episode is reset, stepped to its end, and judged."""
+    device = torch.device(device)
+    if sync:
+        env = gym.make_vec(ENV_ID, num_envs=num_envs, vectorization_mode="sync", data_dir=data_dir)
+    else:
+        env = ClutteredMNISTVectorEnv(num_envs, device=device, validate=validate, data_dir=data_dir,
+                                      **TASKS["cluttered60"])
+    n_glimpses = TASKS["cluttered60"]["n_glimpses"]
+    generator = torch.Generator(device).manual_seed(0)
+    actions = [{"location": torch.rand(num_envs, 2, generator=generator, device=device) * 2 - 1,
+                "label": torch.randint(0, 10, (num_envs,), generator=generator, device=device)}
+               for _ in range(n_glimpses)]
+    if sync:
+        actions = [{key: value.numpy() for key, value in action.items()} for action in actions]
+    env.reset(seed=0)
+    _wait_for(device)
+    start = time.perf_counter()
+    for _ in range(episodes):
+        for action in actions:  # T - 1 glimpses, then the judged step
+            env.step(action)
+        env.step(actions[0])  # the autoreset step (NEXT_STEP) starts new episodes: glimpse 1
+    _wait_for(device)
+    seconds = time.perf_counter() - start
+    env.close()
+    return episodes * num_envs * n_glimpses / seconds
+
+
+def matmul_gflops(device: str | torch.device = "cpu", seconds: float = 1.0) -> float:
+    """The machine's rate on matrix products of RAM's size ((128, 256) @ (256, 256), float32) at
+    the current thread count: the ceiling a RAM training step is compared with."""
+    device = torch.device(device)
+    a, b = torch.randn(128, 256, device=device), torch.randn(256, 256, device=device)
+    for _ in range(20):
+        a @ b
+    _wait_for(device)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(50):
+            a @ b
+        _wait_for(device)
+        count += 50
+    return count * 2 * 128 * 256 * 256 / (time.perf_counter() - start) / 1e9
+
+
+def training_flops_per_image(learner, batch_size: int) -> float:
+    """FLOPs of one training step (loss, forward and backward) per image, counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` (matrix products and convolutions)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss, _ = learner.loss(batch_indices(0, 0, batch_size, batch_size), step_seed(0, 0))
+        loss.backward()
+    learner.model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / batch_size
+
+
+TRAINING_PHASES = ("data + forward", "backward", "optimizer")
+
+
+def _wait_for(device: torch.device) -> None:
+    """GPU work is asynchronous: a phase ends when its kernels have run, not when they are queued."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, device: str | torch.device = "cpu"):
+    """Full training steps at ``config.batch_size`` on ``device``, after ``warmup`` steps.
+
+    Returns (images/s, milliseconds per step of each of TRAINING_PHASES, the learner). The
+    phases: "data + forward" makes the canvases (or runs the env's episodes) on ``device`` and
+    the loss; "backward"; "optimizer" is gradient clipping (when --grad-clip > 0) and Adam's step.
+    """
+    device = torch.device(device)
+    learner = make_learner(config, data, device)
+    optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
+    n_train = len(data.train)
+    spent = dict.fromkeys(TRAINING_PHASES, 0.0)
+    for step in range(steps + warmup):
+        timed = step >= warmup
+        t0 = time.perf_counter()
+        loss, _ = learner.loss(batch_indices(0, step, n_train, config.batch_size), step_seed(0, step))
+        _wait_for(device)
+        t1 = time.perf_counter()
+        optimizer.zero_grad()
+        loss.backward()
+        _wait_for(device)
+        t2 = time.perf_counter()
+        if config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
+        optimizer.step()
+        _wait_for(device)
+        if timed:
+            for phase, seconds in zip(TRAINING_PHASES, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
+                spent[phase] += seconds
+    images_per_second = steps * config.batch_size / sum(spent.values())
+    return images_per_second, {phase: 1000 * seconds / steps for phase, seconds in spent.items()}, learner
+
+
+def eval_images_per_second(kind: str, model, task: dict, images: np.ndarray, batch_size: int = 500) -> float:
+    """Images/s of deterministic prediction on (N, H, W) uint8 canvases, on the model's device
+    (the probabilities come back to the CPU, which waits for them)."""
+    predict_probabilities(kind, model, task, images[:batch_size], batch_size)  # warm-up
+    start = time.perf_counter()
+    predict_probabilities(kind, model, task, images, batch_size)
+    return len(images) / (time.perf_counter() - start)

@@ -1,0 +1,269 @@
+"""Every training hyperparameter in one dataclass, the presets, and the CLI built from them.
+
+Each field's ``help`` is its --help text, so the command line documents itself. The presets are
+the task table of envs/task.py; a family that needs other task settings says so in its own module
+(``Family.task_overrides``). The model kinds each mode offers come from the registry.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from dataclasses import InitVar, asdict, dataclass, field, fields
+
+from envs.task import TASKS, GlimpseTask
+from glimpse.models import get_family, list_families
+from glimpse.models.registry import MODES, Family, drop_removed
+
+SOFT_ARCHS = tuple(f.name for f in list_families("soft"))
+FULL_ARCHS = tuple(f.name for f in list_families("full"))
+HARD_FAMILY = list_families("hard")[0].name  # --mode hard trains the one hard-attention family
+PRESETS = TASKS
+MAX_BATCH = 60_000  # MNIST's training digits: no batch can be larger (the loaded split is checked too)
+MAX_THREADS = 1024
+MAX_SAMPLES = 64  # --reinforce-samples: episodes per step are batch x samples
+# Options of earlier versions whose experiments are over (their findings are in docs/), with the
+# value that behaves as this version does: a run or checkpoint that used them at that value loads.
+REMOVED_OPTIONS = {"learn_std": False, "location_hidden": 0, "reinforce_weight": 1.0, "baseline_weight": 1.0,
+                   "draw_sigma": "pixels", "draw_min_sigma": 0.0, "optimizer": "adam", "momentum": 0.9,
+                   "weight_decay": 0.0, "lr_schedule": "cosine"}
+
+
+def _opt(default, help: str, choices=None):
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class TrainConfig:
+    mode: str = _opt("hard", "hard: RAM trained with REINFORCE through the env; soft: a soft-attention model "
+                     "(--soft-arch) trained by backpropagation; full: a baseline that reads the whole image "
+                     "(--full-arch, no attention)", MODES)
+    soft_arch: str = _opt("sat", "soft-attention family (mode soft): " + ", ".join(
+        f"{f.name} ({f.title.split(' (')[0]})" for f in list_families("soft")), SOFT_ARCHS)
+    full_arch: str = _opt("cnn", "full-image baseline (mode full): " + ", ".join(
+        f"{f.name} ({f.title.split(' (')[0]})" for f in list_families("full")), FULL_ARCHS)
+    preset: str = _opt("cluttered60", "task and model sizes of a paper setting; any option below overrides "
+                       "it", None)
+    # the task (canvas recipe and sensor)
+    canvas_size: int = _opt(60, "canvas side in pixels")
+    n_clutter: int = _opt(4, "8x8 clutter pieces per canvas")
+    centred_digit: bool = _opt(False, "put the digit in the centre (plain MNIST) instead of at random")
+    n_digits: int = _opt(1, "digits per canvas, at random non-overlapping places, labelled left to right; more "
+                         "than 1 is read out as a sequence, --n-glimpses steps per digit, by the families that "
+                         "read sequences: " + ", ".join(f.name for f in list_families() if f.reads_several_digits))
+    glimpse_size: int = _opt(12, "hard: side g of each glimpse scale, in pixels")
+    n_scales: int = _opt(3, "hard: scales per glimpse, each twice as wide as the previous")
+    n_glimpses: int = _opt(6, "glimpses, reads, attention steps or crops per digit (families that need other "
+                           "counts than a preset's say so: see glimpse/models/)")
+    first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
+    # RAM
+    core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
+    hidden_size: int = _opt(256, "core / decoder hidden size")
+    location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or the start of its "
+                               "annealing)")
+    location_std_final: float = _opt(0.0, "hard: anneal the fixed policy std from --location-std to this over "
+                                     "the run, on the learning rate's cosine: wide search early, training paths "
+                                     "close to the deterministic ones late (0: no annealing)")
+    random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
+                                 "paper's random-glimpse baseline: no policy, no REINFORCE)")
+    reinforce_into_core: float = _opt(0.0, "hard: share of the REINFORCE gradient that goes on from the location "
+                                      "network into the core and glimpse network: 0 stops it there, 1 is the paper; "
+                                      "0.1 lets the policy shape the features (see docs/gradients.md)")
+    reinforce_samples: int = _opt(1, "hard: sampled trajectories per image, sharing its canvas: 1 uses the learned "
+                                  "baseline; K > 1 uses the mean reward of the image's other K - 1 samples as the "
+                                  "baseline (leave-one-out, Kool et al. 2019); K times the episodes per step")
+    # soft attention
+    read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
+    draw_min_sigma_strides: float = _opt(0.0, "draw: smooth floor on the filters' sigma in strides, so it follows "
+                                         "the zoom (0: none, the paper; below 0.5): zoomed-in reads cannot "
+                                         "point-sample the image and alias")
+    attention_into_core: float = _opt(1.0, "draw: share of the gradient of the attention parameters that flows "
+                                      "back into the LSTM state (1: the paper); the attention head keeps its exact "
+                                      "gradient. Below 1 it damps the loop state -> read -> state that explodes "
+                                      "on 100x100 (docs/gradients.md)")
+    attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
+    # optimisation
+    lr: float = _opt(1e-3, "peak learning rate")
+    warmup_steps: int = _opt(100, "linear learning-rate warm-up steps")
+    grad_clip: float = _opt(5.0, "clip the global gradient norm to this (0: off)")
+    batch_size: int = _opt(128, "images per step (hard: the number of parallel envs); under torchrun the global "
+                           "batch, split evenly over the processes")
+    epochs: int = _opt(5, "passes over the training digits (fresh clutter every time)")
+    # the run
+    seed: int = _opt(0, "seed of everything: weights, data order, clutter, location sampling")
+    data_dir: str | None = _opt(None, "MNIST root in torchvision's layout, or 'bundled' for the bundled subset "
+                                "(default: $GLIMPSE_DATA, ./data, download, bundled subset)")
+    run_dir: str = _opt("runs", "where runs (TensorBoard logs and checkpoints) are written")
+    run_name: str | None = _opt(None, "sub-directory of --run-dir (default: derived from mode, preset, seed)")
+    threads: int = _opt(1, "torch CPU threads (1: these small models lose speed to more threads on a busy "
+                           "machine; 0: torch's default, one per core)")
+    device: str = _opt("auto", "where to train: auto (a GPU when there is one), cpu or cuda; under torchrun each "
+                       "process takes GPU LOCAL_RANK", ("auto", "cpu", "cuda"))
+    log_every: int = _opt(50, "steps between scalar logs")
+    image_every: int = _opt(500, "steps between TensorBoard images (0: only at validation)")
+    checkpoint_every: int = _opt(200, "steps between checkpoints of the running state (and every epoch)")
+    val_every: int = _opt(0, "steps between validations (0: once per epoch)")
+    eval_batch_size: int = _opt(500, "batch size for validation and test")
+    max_steps: int = _opt(0, "stop after this many steps in all (0: run all epochs); for smoke tests")
+
+    # runs saved before --reinforce-into-core recorded this bool instead (True: 0, False: 1)
+    detach_policy_input: InitVar[bool | None] = None
+
+    def __post_init__(self, detach_policy_input: bool | None = None):
+        if detach_policy_input is not None:
+            self.reinforce_into_core = 0.0 if detach_policy_input else 1.0
+        if not 0 <= self.reinforce_into_core <= 1:
+            raise ValueError(f"--reinforce-into-core must be in [0, 1], got {self.reinforce_into_core}")
+        for f in fields(self):
+            choices = f.metadata.get("choices")
+            if choices and getattr(self, f.name) not in choices:
+                raise ValueError(f"--{f.name.replace('_', '-')} must be one of {choices}, got {getattr(self, f.name)!r}")
+        self._check_numbers()
+        self._check_run_name()
+        if self.preset not in PRESETS:
+            raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {self.preset!r}")
+        family = self.family
+        if self.n_digits != 1 and not isinstance(self.n_digits, bool) and isinstance(self.n_digits, int) \
+                and not family.reads_several_digits:
+            readers = ", ".join(f.name for f in list_families() if f.reads_several_digits)
+            raise ValueError(f"--n-digits {self.n_digits}: {family.name} classifies one digit per canvas; "
+                             f"the families that read several are {readers}")
+        try:  # fail on impossible sizes before any data is loaded
+            GlimpseTask(**self.task())
+        except ValueError as exc:  # GlimpseTask names its fields: name the flags instead
+            fields_named = "|".join(f.name for f in fields(GlimpseTask))
+            raise ValueError(re.sub(rf"\b({fields_named})\b", lambda m: "--" + m.group(1).replace("_", "-"),
+                                    str(exc))) from exc
+        try:
+            family.config(family.model_config(self))
+        except ValueError as exc:
+            flags = ", ".join(f"--{name.replace('_', '-')}" for name in family.options)
+            raise ValueError(f"{family.name} options ({flags}): {exc}") from exc
+
+    def _check_numbers(self) -> None:
+        """Ranges and finiteness of every numeric option, before anything is loaded or created."""
+        def flag(name):
+            return "--" + name.replace("_", "-")
+
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{flag(f.name)} must be an integer, got {value!r}")
+            if f.type in ("float", float) and not math.isfinite(value):
+                raise ValueError(f"{flag(f.name)} must be a finite number, got {value}")
+        for name in ("batch_size", "epochs", "n_glimpses", "hidden_size", "eval_batch_size", "log_every",
+                     "checkpoint_every", "reinforce_samples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{flag(name)} must be >= 1, got {getattr(self, name)}")
+        for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
+        for name in ("lr", "location_std"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{flag(name)} must be > 0, got {getattr(self, name)}")
+        for name in ("location_std_final", "grad_clip", "attention_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
+        if self.seed >= 2**32:
+            raise ValueError(f"--seed must be below 2**32, got {self.seed}")
+        if self.reinforce_samples > MAX_SAMPLES:
+            raise ValueError(f"--reinforce-samples must be at most {MAX_SAMPLES}, got {self.reinforce_samples}")
+        if self.batch_size > MAX_BATCH or self.eval_batch_size > MAX_BATCH:
+            name = "batch_size" if self.batch_size > MAX_BATCH else "eval_batch_size"
+            raise ValueError(f"{flag(name)} {getattr(self, name)} is more than MNIST has training digits "
+                             f"({MAX_BATCH})")
+        if self.threads > MAX_THREADS:
+            raise ValueError(f"--threads {self.threads} is more than this library allows ({MAX_THREADS})")
+
+    def _check_run_name(self) -> None:
+        """A run name names one directory inside --run-dir: no separators, no '.' or '..'."""
+        name = self.run_name
+        if name is None:
+            return
+        if not name or name in (".", "..") or any(sep in name for sep in ("/", "\\", os.sep)) or "\0" in name:
+            raise ValueError(f"--run-name must be a plain name (no path separators, not '.' or '..'), got {name!r}")
+
+    @property
+    def family(self) -> Family:
+        """The registry's entry for the model this run trains."""
+        return get_family(self.model_kind)
+
+    def task(self) -> dict:
+        """The canvas recipe and sensor, as GlimpseTask fields: stored in checkpoints, checked
+        against evaluation images. ``n_digits`` appears only when it is above 1, so single-digit
+        tasks keep the keys every earlier checkpoint has (readers use ``task.get("n_digits", 1)``)."""
+        task = {key: getattr(self, key) for key in TASK_KEYS}
+        if self.n_digits != 1:
+            task["n_digits"] = self.n_digits
+        return task
+
+    def applicable(self) -> dict:
+        """The options that apply to this run: the task, optimisation and run options, and the
+        options of its own family (a DRAW run has no --core)."""
+        family_options = {name for f in list_families() for name in f.options}
+        mine = set(self.family.options)
+        arch = {"soft": "soft_arch", "full": "full_arch"}.get(self.mode)
+        values = self.to_dict()
+        return {k: v for k, v in values.items()
+                if (k not in family_options or k in mine) and (k not in ("soft_arch", "full_arch") or k == arch)}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        """A config as checkpoints store it; options this version removed load at their old default."""
+        return cls(**drop_removed(values, REMOVED_OPTIONS, "run"))
+
+    @property
+    def model_kind(self) -> str:
+        return {"hard": HARD_FAMILY, "soft": self.soft_arch, "full": self.full_arch}[self.mode]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
+
+
+def family_options(family: Family) -> dict:
+    """The training options that select ``family``: its mode, and for soft and full-image families
+    the architecture flag (``--mode soft --soft-arch stn``)."""
+    arch = {"soft": "soft_arch", "full": "full_arch"}.get(family.mode)
+    return {"mode": family.mode, **({arch: family.name} if arch else {})}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Train hard (RAM) or soft (DRAW, Show-Attend-Tell) visual attention on cluttered MNIST, "
+                    "or a full-image baseline (FC, conv net).",
+    )
+    for f in fields(TrainConfig):
+        flag = f"--{f.name.replace('_', '-')}"
+        help = f.metadata["help"]  # defaults are None here (so presets can fill in): state the real one
+        kwargs = dict(default=None, help=help if "(default:" in help else f"{help} (default: {f.default})")
+        if f.name == "preset":
+            kwargs["choices"] = sorted(PRESETS)
+        elif f.metadata.get("choices"):
+            kwargs["choices"] = f.metadata["choices"]
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, **kwargs)
+    parser.add_argument("--resume", metavar="RUN_DIR_OR_CHECKPOINT", default=None,
+                        help="continue an interrupted run exactly from its last checkpoint; only --epochs, "
+                             "--max-steps and --threads may change")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """Preset values, then whatever was given explicitly on the command line."""
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
+    return resolve_config(given)
+
+
+def resolve_config(overrides: dict) -> TrainConfig:
+    base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "soft_arch", "full_arch", "preset")})
+    values = dict(PRESETS[base.preset])
+    values.update(base.family.task_overrides.get(base.preset, {}))
+    values.update(overrides)
+    return TrainConfig(**values)

@@ -1,0 +1,97 @@
+"""Multi-process training under torchrun: one process per CPU slot or GPU, one process group.
+
+``torchrun --nproc_per_node=N train.py ...`` sets RANK, WORLD_SIZE and LOCAL_RANK; a plain
+``python train.py`` sets none of them and everything here degrades to world size 1 without a
+process group. gloo is the backend on CPU, NCCL on GPUs.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def launched_by_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def active() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    return dist.get_rank() if active() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if active() else 1
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", 0))
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto``: a GPU when there is one; under torchrun each process takes GPU LOCAL_RANK."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda: no CUDA GPU is available (use --device cpu or auto)")
+        if not launched_by_torchrun():
+            return torch.device("cuda", torch.cuda.current_device())
+        if local_rank() >= torch.cuda.device_count():
+            raise ValueError(f"process LOCAL_RANK={local_rank()} has no GPU of its own ({torch.cuda.device_count()} "
+                             f"visible): start at most that many processes per node, or use --device cpu")
+        return torch.device("cuda", local_rank())
+    return torch.device(name)
+
+
+def init(device: torch.device) -> None:
+    """Join the process group if torchrun started us (idempotent; a no-op for a plain run)."""
+    if active() or not launched_by_torchrun():
+        return
+    if not dist.is_available():
+        raise RuntimeError("torchrun launched this process but torch.distributed is not available")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
+
+
+def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
+    """The mean of ``tensor`` over all ranks (in place, also returned); identity for one process."""
+    if world_size() > 1:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        tensor.div_(world_size())
+    return tensor
+
+
+def broadcast_floats(values: list[float], device: torch.device, src: int = 0) -> list[float]:
+    """Rank ``src``'s ``values`` on every rank."""
+    if world_size() == 1:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.broadcast(tensor, src=src)
+    return tensor.tolist()
+
+
+def barrier() -> None:
+    if world_size() > 1:
+        dist.barrier()
+
+
+def cleanup(finished: bool = False) -> None:
+    """Leave the process group. ``finished``: every rank got here normally, so first wait for all
+    of them; a rank that tears its gloo pairs down while a peer still talks to it can abort."""
+    if not active():
+        return
+    if finished and world_size() > 1:
+        dist.barrier()
+    dist.destroy_process_group()

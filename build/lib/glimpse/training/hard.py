@@ -1,0 +1,85 @@
+"""Hard attention: a family of ``mode = "hard"`` (RAM) plays episodes through the vector env and
+learns with the hybrid REINFORCE loss (glimpse/losses.py)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from envs.data import MNISTSplits
+from envs.engine import DigitBank, first_locations
+from glimpse.losses import hybrid_loss
+from glimpse.inference import read_right
+from glimpse.models.ram.rollout import episode_env, run_episodes
+from glimpse.training.config import TrainConfig
+from glimpse.training.learner import cosine, local_batch_size, training_canvases
+
+
+class HardAttentionLearner:
+    def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
+                 rank: int = 0, world_size: int = 1):
+        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
+        self.local_batch = local_batch_size(config.batch_size, world_size)
+        self.family = config.family
+        self.task = config.task()
+        self.model_config = self.family.model_config(config)
+        self.model = self.family.build(self.model_config).to(self.device)
+        self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
+        # the training env: one slot per trajectory (--reinforce-samples per image) of this process's share
+        self.samples = config.reinforce_samples
+        # the trainer's actions are valid by construction: validate=False keeps episodes on the device
+        # (it plays the canvases given to it, drawn from ``data`` below: it loads no digits itself)
+        self.env = episode_env(self.task, self.local_batch * self.samples, self.device, validate=False)
+        self.train_digits = DigitBank.of(data.train, self.device)  # moved to the device once
+        self.generator = torch.Generator(self.device)
+
+    def schedule(self, progress: float) -> dict[str, float]:
+        """Anneal the fixed policy std (--location-std-final) on the learning rate's cosine."""
+        if not self.config.location_std_final:
+            return {}
+        start, end = self.config.location_std, self.config.location_std_final
+        std = end + (start - end) * cosine(progress)
+        self.model.location_policy.fixed_std = std
+        return {"train/location_std": std}
+
+    def loss(self, indices: np.ndarray, step_seed: int):
+        """``indices`` is the global minibatch; this process plays episodes on its contiguous slice.
+
+        The randomness is that of the whole global batch, drawn on the device from the step's
+        seed (first locations, then canvases, then the location noise of every episode), and
+        sliced: so N processes take the same steps as one process with the same --batch-size.
+        With K = --reinforce-samples > 1 each image is played K times, next to each other, on the
+        same canvas from the same first location; only the sampled locations differ.
+        """
+        generator = self.generator.manual_seed(step_seed)
+        lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
+        first = first_locations(generator, len(indices), self.task["first_location"])
+        batch = training_canvases(self.train_digits, generator, indices, self.task)
+        k = self.samples
+
+        def noise(mean: torch.Tensor) -> torch.Tensor:
+            draws = torch.randn((len(indices) * k, *mean.shape[1:]), generator=generator, device=self.device,
+                                dtype=mean.dtype)
+            return draws[lo * k:hi * k]
+
+        def per_trajectory(rows: torch.Tensor) -> torch.Tensor:
+            return rows[lo:hi].repeat_interleave(k, dim=0)
+
+        rollout = run_episodes(self.model, self.env, sample=True, noise=noise, forward=self.forward,
+                               options={"images": per_trajectory(batch.images), "labels": per_trajectory(batch.labels),
+                                        "first_location": per_trajectory(first)})
+        parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
+                            samples=k)
+        predictions = rollout.logits.argmax(-1)
+        metrics = {
+            "losses/total": parts.total.detach(),
+            "losses/classification": parts.classification.detach(),
+            "losses/reinforce": parts.reinforce.detach(),
+            "losses/baseline": parts.baseline.detach(),
+            "train/accuracy": read_right(predictions, rollout.labels).float().mean(),
+            "train/reward": rollout.reward.mean(),
+            "train/advantage_variance": parts.advantage.var(),
+            "train/baseline_mean": rollout.baselines.detach().mean(),
+        }
+        if rollout.labels.dim() == 2:
+            metrics["train/digit_accuracy"] = (predictions == rollout.labels).float().mean()
+        return parts.total, metrics

@@ -1,0 +1,71 @@
+"""What the training loop needs from a way of learning: one minibatch's loss, and pictures.
+
+The loop (glimpse/training/loop.py) owns everything that is the same for every family: data
+order, optimiser, schedule, validation, checkpoints, logging. A learner is chosen by the family's
+``mode``: REINFORCE through the environment (hard.py) or backpropagation (soft.py, which also
+trains the full-image baselines).
+"""
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from envs.engine import CanvasBatch, DigitBank, make_canvases
+from glimpse.models import Family
+from glimpse.viz import grid, where_it_looks
+
+N_PICTURE_COLUMNS = 4
+
+
+def local_batch_size(batch_size: int, world_size: int) -> int:
+    """This process's share of the global --batch-size."""
+    if batch_size % world_size:
+        raise ValueError(f"--batch-size {batch_size} (the global batch) must be divisible by the "
+                         f"number of processes, {world_size}")
+    return batch_size // world_size
+
+
+def training_canvases(bank: DigitBank, generator: torch.Generator, indices: np.ndarray, task: dict) -> CanvasBatch:
+    """The canvases of the global minibatch ``indices`` (digits of ``bank``), drawn by the task's
+    recipe on the bank's device from ``generator`` (seeded by the step)."""
+    return make_canvases(generator, bank, torch.as_tensor(indices).to(bank.device, non_blocking=True),
+                         task["canvas_size"], task["n_clutter"], task["centred_digit"], task.get("n_digits", 1))
+
+
+def cosine(progress: float) -> float:
+    """1 at the start of the run (progress 0), 0 at its end (progress 1), half a cosine between."""
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, progress))))
+
+
+class Learner(Protocol):
+    family: Family
+    model: nn.Module
+    forward: nn.Module  # what ``loss`` calls: the model, or a DistributedDataParallel wrapper of it
+    model_config: dict
+    task: dict
+
+    def loss(self, indices: np.ndarray, step_seed: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Loss of the minibatch of training digits ``indices``; all its randomness from ``step_seed``.
+        ``indices`` is the global minibatch; with several processes each takes its own slice.
+        Returns the scalar to minimise and detached metrics named TensorBoard-style."""
+
+    def schedule(self, progress: float) -> dict[str, float]:
+        """Set what changes over the run at ``progress`` (step / scheduled steps, 0..1) besides the
+        learning rate; returns those values as scalars to log (TensorBoard names)."""
+
+
+@torch.no_grad()
+def pictures(learner: Learner, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    """Where the model looks on these canvases, titled with the true and predicted labels, as
+    one TensorBoard image (none for a full-image network)."""
+    if not learner.family.has_attention:
+        return {}
+    learner.model.eval()
+    drawn = where_it_looks(learner.family, learner.model, learner.task, images, labels)
+    learner.model.train()
+    columns = 2 if drawn[0].shape[2] > 2 * drawn[0].shape[1] else N_PICTURE_COLUMNS
+    return {"attention/where_it_looks": grid(drawn, columns=columns)}

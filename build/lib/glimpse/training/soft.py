@@ -1,0 +1,54 @@
+"""Backpropagation: a soft-attention family (DRAW, Show-Attend-Tell, the Spatial Transformer) or
+a full-image baseline, trained on canvases the engine draws on the model's device (the recipe the
+hard model's env uses). The loss is
+cross-entropy plus whatever terms the family adds (``Family.training_terms``)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from envs.engine import DigitBank
+from envs.data import MNISTSplits
+from glimpse.inference import read_right
+from glimpse.models import Look
+from glimpse.models.registry import canvases_to_tensor
+from glimpse.training.config import TrainConfig
+from glimpse.training.learner import local_batch_size, training_canvases
+
+
+class BackpropLearner:
+    def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
+                 rank: int = 0, world_size: int = 1):
+        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
+        self.local_batch = local_batch_size(config.batch_size, world_size)
+        self.family = config.family
+        self.task = config.task()
+        self.train_digits = DigitBank.of(data.train, self.device)  # moved to the device once
+        self.generator = torch.Generator(self.device)
+        self.model_config = self.family.model_config(config)
+        self.model = self.family.build(self.model_config).to(self.device)
+        self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
+
+    def schedule(self, progress: float) -> dict[str, float]:
+        return {}  # nothing but the learning rate changes over a backprop run
+
+    def loss(self, indices: np.ndarray, step_seed: int):
+        """The canvases of the whole global minibatch ``indices`` from the step's seed; this
+        process trains on its contiguous slice (so N processes match one with the same batch)."""
+        config = self.config
+        batch = training_canvases(self.train_digits, self.generator.manual_seed(step_seed), indices, self.task)
+        lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
+        labels = batch.labels[lo:hi]  # (B,) or (B, K) digits in reading order
+        outputs = self.forward(canvases_to_tensor(batch.images[lo:hi], self.device))
+        look = Look(outputs["logits"], None, outputs)
+        logits = look.logits  # (B, C) or (B, K, C): each digit its own cross-entropy term
+        classification = F.cross_entropy(logits.flatten(0, -2), labels.flatten())
+        extra, metrics = self.family.training_terms(look, config)
+        total = classification if extra is None else classification + extra
+        predictions = logits.argmax(-1)
+        metrics.update({"losses/classification": classification.detach(), "losses/total": total.detach(),
+                        "train/accuracy": read_right(predictions, labels).float().mean()})
+        if labels.dim() == 2:
+            metrics["train/digit_accuracy"] = (predictions == labels).float().mean()
+        return total, metrics

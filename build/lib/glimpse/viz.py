@@ -1,0 +1,162 @@
+"""Pictures of where a model looked, for every family, as (3, H, W) uint8 RGB arrays (CHW) for
+``SummaryWriter.add_image(..., dataformats="CHW")`` and for the report: one drawing code path.
+
+* :func:`draw_attention`: one canvas and its :class:`glimpse.models.registry.Attention`: boxes
+  and the path between their centres (RAM's nested glimpse scales, DRAW's filterbank grid, the
+  Spatial Transformer's crop), or one heat map per step (Show-Attend-Tell), with what a hard
+  model's sensor returned beside it, titled with the true and predicted label.
+* :func:`glimpse_strip` (RAM): what each glimpse saw, as in RAM's Figure 3.
+* :func:`overlay_attention` (Show-Attend-Tell): each step's attention map over the canvas.
+
+Primitives, the glimpse-path picture and layouts live in :mod:`envs.render` (environments render
+with them too).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from envs.render import (  # noqa: F401 - re-exported: the pictures' building blocks
+    PAD, _label, _np, draw_box_path, draw_glimpse_path, grid, side_by_side, stack_rows,
+    time_colours, to_rgb_canvas,
+)
+
+
+def draw_filterbank_path(canvas, centres, extents, upscale: int = 4, labels: bool | None = None) -> np.ndarray:
+    """DRAW: where the read filterbank was, step by step: ``centres`` (T, 2) unit (x, y) of the
+    grid centres, ``extents`` (T,) grid widths in canvas pixels (N * stride). See :func:`draw_box_path`."""
+    extents = _np(extents).reshape(-1)
+    if len(extents) != len(_np(centres).reshape(-1, 2)):
+        raise ValueError(f"need one extent per centre, got {len(extents)} extents for {len(_np(centres)) } centres")
+    return draw_box_path(canvas, centres, extents[:, None], upscale, labels)
+
+
+def draw_attention(canvas, attention, label=None, prediction=None, upscale: int = 4,
+                   compact: bool = False) -> np.ndarray:
+    """One canvas and where a model looked on it: ``attention`` is one item of a batch's
+    :class:`glimpse.models.registry.Attention` (``centres`` (T, 2), ``boxes`` (T, S), ``maps``
+    (T, gh, gw), ``glimpses`` (T, k, g, g), each or None). Boxes and their path
+    (:func:`draw_box_path`), or one heat map per step (:func:`overlay_attention`), and what a
+    hard model's sensor returned beside it; above it all, the true ``label`` (white) and the
+    ``prediction`` (green when right, red when wrong), each a digit or a sequence of digits.
+    ``compact``: one canvas-sized frame (maps averaged over the steps, no sensor strip), for
+    side-by-side galleries."""
+    if attention.maps is not None:
+        maps = attention.maps.mean(0, keepdim=True) if compact else attention.maps
+        picture = overlay_attention(canvas, maps, upscale)
+    else:
+        picture = draw_box_path(canvas, attention.centres, attention.boxes, upscale,
+                                snap_to_retina=attention.box_rule == "retina")
+        if attention.glimpses is not None and not compact:
+            picture = side_by_side([picture, glimpse_strip(attention.glimpses, height=picture.shape[1] // 2)])
+    if label is None and prediction is None:
+        return picture
+    return stack_rows([_caption(picture.shape[2], label, prediction), picture], pad=0)
+
+
+@torch.no_grad()
+def where_it_looks(family, model, task: dict, images: np.ndarray, labels: np.ndarray | None = None,
+                   draws: dict | None = None, compact: bool = False) -> list[np.ndarray]:
+    """One :func:`draw_attention` picture per canvas of (N, H, W) uint8 ``images``: ``family`` (a
+    registered :class:`glimpse.models.registry.Family`) runs ``model`` on them once, as
+    evaluation does (``draws``: its random choices, if any). TensorBoard and the report both
+    draw through here (the report ``compact``: see :func:`draw_attention`)."""
+    look = family.run(model, images, task, draws=draws, record=not compact)
+    attention, predictions = look.attention.cpu(), look.logits.argmax(-1).cpu().numpy()
+    return [draw_attention(images[i], attention[i], None if labels is None else labels[i], predictions[i],
+                           compact=compact) for i in range(len(images))]
+
+
+def _caption(width: int, label, prediction, scale: int = 2) -> np.ndarray:
+    """(3, 5 * scale + 4, width) uint8: the true label in white, the prediction in green or red."""
+    plate = np.empty((3, 5 * scale + 4, width), np.uint8)
+    plate[:] = PAD[:, None, None]
+    digits = lambda x: "".join(str(int(d)) for d in np.atleast_1d(_np(x)))  # noqa: E731
+    x = 2
+    if label is not None:
+        _label(plate, digits(label), (x, 1), (255, 255, 255), scale)
+        x += (4 * len(digits(label)) + 3) * scale
+    if prediction is not None:
+        right = label is not None and np.array_equal(np.atleast_1d(_np(label)), np.atleast_1d(_np(prediction)))
+        _label(plate, digits(prediction), (x, 1), (60, 220, 60) if right or label is None else (255, 60, 60), scale)
+    return plate
+
+
+# ----------------------------------------------------------------------------- glimpse contents
+
+def glimpse_tile(glimpse) -> np.ndarray:
+    """(k, g, g) -> (g*2**(k-1), g*2**(k-1)) float32: each scale upscaled (nearest) back to its
+    true width, coarsest at the back, finer scales pasted over its centre (RAM, Figure 3)."""
+    glimpse = _np(glimpse).astype(np.float32)
+    k, g, _ = glimpse.shape
+    side = g * 2 ** (k - 1)
+    tile = np.zeros((side, side), np.float32)
+    for s in reversed(range(k)):
+        size = g * 2**s
+        start = (side - size + 1) // 2
+        tile[start:start + size, start:start + size] = glimpse[s].repeat(2**s, 0).repeat(2**s, 1)
+    return tile
+
+
+def glimpse_strip(glimpses, upscale: int = 4, sep: int = 2, height: int | None = None,
+                  labels: bool | None = None) -> np.ndarray:
+    """RAM: what each glimpse saw. ``glimpses`` (T, k, g, g) floats in [0, 1], scale 0 the finest.
+
+    Returns (3, side*upscale, T*side*upscale + (T-1)*sep) uint8 with side = g * 2**(k-1): the T
+    tiles of :func:`glimpse_tile` left to right, grey separators between them. ``height``, if
+    given, overrides ``upscale`` with the integer magnification that comes closest to it.
+    ``labels`` (default: when the magnification is >= 3) writes each step's number, in its
+    colour, in the tile's top-left corner, to match the numbers of :func:`draw_glimpse_path`.
+    """
+    glimpses = _np(glimpses)
+    if glimpses.ndim != 4 or glimpses.shape[2] != glimpses.shape[3]:
+        raise ValueError(f"glimpses must be (T, k, g, g), got shape {glimpses.shape}")
+    tiles = [glimpse_tile(g) for g in glimpses]
+    side = glimpses.shape[2] * 2 ** (glimpses.shape[1] - 1)
+    if height is not None:
+        upscale = max(1, int(round(height / side)))
+    pictures = [to_rgb_canvas(tile, upscale) for tile in tiles]
+    if labels is None:
+        labels = upscale >= 3
+    if labels:
+        colours = time_colours(len(pictures))
+        for t, picture in enumerate(pictures):
+            _label(picture, str(t + 1), (0, 0), colours[t], min(3, max(1, upscale // 2)))
+    return side_by_side(pictures, pad=sep)
+
+
+# ----------------------------------------------------------------------------- soft attention maps
+
+def _heat(m: np.ndarray) -> np.ndarray:
+    """(..., H, W) in [0, 1] -> (..., 3, H, W) float in [0, 255]: black -> red -> yellow."""
+    return 255.0 * np.stack([np.clip(2 * m, 0, 1), np.clip(2 * m - 1, 0, 1), np.zeros_like(m)], axis=-3)
+
+
+def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: float = 0.65) -> np.ndarray:
+    """Show-Attend-Tell: ``alpha`` (T, gh, gw) attention weights, one map per step.
+
+    Each map is upsampled (bilinear) to the picture, normalised to [0, 1] on its own, and blended
+    as heat (black -> red -> yellow) over the grey canvas, ``opacity * m`` of heat where the
+    normalised map is m; at ``upscale >= 3`` each frame carries its step number. Returns (3, H*upscale, T*W*upscale + (T-1)*sep) uint8: the T frames.
+    """
+    base = to_rgb_canvas(canvas, upscale).astype(np.float32)
+    _, h, w = base.shape
+    maps = torch.as_tensor(_np(alpha), dtype=torch.float32)
+    if maps.dim() != 3:
+        raise ValueError(f"alpha must be (T, gh, gw), got shape {tuple(maps.shape)}")
+    maps = F.interpolate(maps[:, None], size=(h, w), mode="bilinear", align_corners=False)[:, 0].numpy()
+    lo, hi = maps.min(axis=(1, 2), keepdims=True), maps.max(axis=(1, 2), keepdims=True)
+    spread = hi - lo
+    # a flat map (up to the interpolation's rounding) has nothing to show: no heat rather than noise
+    flat = spread <= 1e-5 * np.maximum(np.abs(hi), np.abs(lo)) + 1e-12
+    m = np.where(flat, 0.0, (maps - lo) / np.where(flat, 1.0, spread)).astype(np.float32)
+    weight = opacity * m[:, None]
+    frames = np.round((1 - weight) * base[None] + weight * _heat(m)).astype(np.uint8)
+    if upscale >= 3:  # number the steps, in the colours of the box paths
+        colours = time_colours(len(frames))
+        for t, frame in enumerate(frames):
+            _label(frame, str(t + 1), (0, 0), colours[t], min(3, max(1, upscale // 2)))
+    return side_by_side(list(frames), pad=sep)
+
+
