@@ -33,13 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=10, help="how many minibatches")
     parser.add_argument("--seed", type=int, default=0, help="minibatch i is drawn from seed + i")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
     try:
-        for name in ("batch_size", "batches"):
+        for name in ("batch_size", "batches", "threads"):
             if getattr(args, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
         if any(not 0 <= s <= 1 for s in args.attention_into_core):
             raise ValueError(f"--attention-into-core values must be in [0, 1], got {args.attention_into_core}")
+        torch.set_num_threads(args.threads)
         model, payload = load_model(args.checkpoint)
         if payload["kind"] != "draw":
             raise ValueError(f"{args.checkpoint} is a {payload['kind']} checkpoint; this measures DRAW")
