@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from envs import ClutteredMNISTVectorEnv
 from envs.engine import DigitBank, first_locations, make_canvases
 from glimpse.losses import hybrid_loss
 from glimpse.models import get_family
@@ -31,7 +33,7 @@ from glimpse.models.registry import canvases_to_tensor
 
 __all__ = [
     "GradStats", "attention_parameters", "flop_breakdown", "flops_per_image", "gradient_statistics",
-    "pixels_read", "ram_attention_gradient", "ram_gradient_fn", "soft_attention_gradient", "soft_gradient_fn",
+    "pixels_read", "ram_attention_gradient", "ram_gradient_fn", "reinforce_estimator_noise", "soft_attention_gradient", "soft_gradient_fn",
     "soft_minibatch",
 ]
 
@@ -212,6 +214,31 @@ def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray
         loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
                            samples=samples)
         return _flat_grad(loss.reinforce, params)
+
+
+def reinforce_estimator_noise(model: nn.Module, task: dict, samples: int, n_batches: int, batch_size: int,
+                              data_dir: str | None = None, seed: int = 20_000, n_bootstrap: int = 200) -> dict:
+    """How noisy one REINFORCE estimator of RAM's location-policy gradient is, and what it costs.
+
+    ``samples`` = 1: the learned baseline; K > 1: the leave-one-out baseline, each of the
+    ``batch_size`` training images played K times (``--reinforce-samples K``). All are unbiased
+    for the same gradient, so their noise compares directly. Returns ``trace``, the total variance
+    of one minibatch's gradient over ``n_batches`` minibatches (:func:`ram_attention_gradient`,
+    minibatch i drawn from ``seed + i``), its 90 % bootstrap interval ``trace_interval``, and
+    ``seconds_per_batch``, what one minibatch's gradient took here (rollout and backward), so that
+    estimators compare at equal wall-clock: trace x seconds."""
+    env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
+    grad_fn = ram_gradient_fn(model, env, seed, samples)
+    grad_fn(-1)  # warm-up: digits loaded, caches filled
+    start = time.perf_counter()
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
+    seconds = (time.perf_counter() - start) / n_batches
+    rng = torch.Generator().manual_seed(seed)
+    traces = [float(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)].var(0, unbiased=True).sum())
+              for _ in range(n_bootstrap)]
+    lo, hi = np.quantile(traces, [0.05, 0.95])
+    return {"samples": samples, "trace": float(grads.var(0, unbiased=True).sum()),
+            "trace_interval": (float(lo), float(hi)), "seconds_per_batch": seconds}
 
 
 def soft_attention_gradient(model: nn.Module, kind: str, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

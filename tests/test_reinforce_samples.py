@@ -76,3 +76,21 @@ def test_learns_well_above_chance_with_k_samples(tmp_path):
     best = load_checkpoint(tmp_path / "loo" / "best.pt")
     assert best["train_config"]["reinforce_samples"] == 2
     assert best["test_accuracy"] > 0.5, best["test_accuracy"]  # chance is 0.1
+
+
+def test_the_estimator_script_compares_baselines_at_equal_wall_clock(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("reinforce_estimators", root / "scripts" / "reinforce_estimators.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    ram = str(root / "checkpoints" / "ram-mnist28.pt")
+    assert script.main(["--checkpoint", ram, "--samples", "1,2", "--batches", "3", "--batch-size", "8",
+                        "--data-dir", "bundled"]) == 0
+    out = capsys.readouterr().out
+    assert "| learned baseline" in out and "| leave-one-out, K = 2" in out and "| 1.00 " in out
+    assert script.main(["--checkpoint", str(root / "checkpoints" / "sat-cluttered60.pt"), "--data-dir", "bundled"]) == 2
+    assert "need hard attention" in capsys.readouterr().err
+    assert script.main(["--checkpoint", ram, "--samples", "0"]) == 2

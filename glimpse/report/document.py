@@ -25,7 +25,7 @@ from glimpse.models import get_family, list_families
 from glimpse.report import figures
 from glimpse.report.experiments import FAMILIES, GLIMPSE_COUNTS, MODELS, SWEPT, TASK_PRESET, Experiment, sweep
 from glimpse.report.measurements import (
-    THRESHOLDS, SeedRuns, attention_gradient_spread, collect, cost_per_image, throughput, time_to_threshold,
+    THRESHOLDS, SeedRuns, attention_gradient_spread, collect, estimator_variance, cost_per_image, throughput, time_to_threshold,
 )
 from glimpse.training.config import family_options, resolve_config
 from glimpse.viz import where_it_looks
@@ -133,13 +133,16 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     seconds_per_epoch = {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
 
     progress("[report] measuring the spread of the attention gradient")
-    gradients = {}  # (experiment name, samples per image) -> spread
+    gradients, estimators = {}, {}
     for group in present:
         family = get_family(group.runs[0]["kind"])
         if group.experiment in FAMILIES and family.has_attention:
-            for samples in REINFORCE_SAMPLES if family.mode == "hard" else (1,):
-                gradients[group.experiment.name, samples] = attention_gradient_spread(
-                    group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir, samples=samples)
+            gradients[group.experiment.name] = attention_gradient_spread(
+                group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
+            if family.mode == "hard":  # REINFORCE's baselines compared at the run's trained weights
+                estimators[group.experiment.name] = [
+                    estimator_variance(group, samples, settings.grad_batches, settings.grad_batch_size,
+                                       settings.data_dir) for samples in REINFORCE_SAMPLES]
 
     progress("[report] figures")
     figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
@@ -161,7 +164,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
         figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
 
     progress("[report] writing")
-    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups,
+    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, sweep_groups,
                      bool(gallery_rows), len(test_canvases.labels))
     path = out / "compare.md"
     path.write_text(text)
@@ -184,7 +187,7 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) ->
                    "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
 
 
-def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sweep_groups, has_gallery,
+def _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, sweep_groups, has_gallery,
               n_test) -> str:
     budget_rows = []
     for group in groups:
@@ -205,19 +208,22 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         best = max(max((h["val_accuracy"] for h in r.get("history", [])), default=0) for r in group.runs)
         threshold_rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{seconds_per_epoch[name]:.1f}"])
     grad_rows = []
-    for (name, samples), spread in gradients.items():
+    for name, spread in gradients.items():
         label = next(g.experiment.label for g in groups if g.experiment.name == name)
-        if get_family(name).mode != "hard":
-            estimator = "backpropagation"
-        elif samples == 1:
-            estimator = "REINFORCE + learned baseline"
-        else:
-            estimator = f"REINFORCE, leave-one-out baseline, K = {samples}"
+        estimator = "REINFORCE + learned baseline" if get_family(name).mode == "hard" else "backpropagation"
         lo, hi = spread["interval"]
-        seconds = spread["seconds_per_batch"]
         grad_rows.append([label, estimator, spread["n_parameters"], _number(spread["relative_variance"]),
-                          f"{_number(lo)} to {_number(hi)}", f"{seconds:.3f}",
-                          _number(spread["relative_variance"] * seconds)])
+                          f"{_number(lo)} to {_number(hi)}"])
+    estimator_rows = []
+    for name, rows in estimators.items():
+        label = next(g.experiment.label for g in groups if g.experiment.name == name)
+        reference = rows[0]["trace"] * rows[0]["seconds_per_batch"]
+        for row in rows:
+            k, lo, hi = row["samples"], *row["trace_interval"]
+            estimator = "learned baseline" if k == 1 else f"leave-one-out baseline, K = {k}"
+            per_second = row["trace"] * row["seconds_per_batch"]
+            estimator_rows.append([label, estimator, f"{row['trace']:.4g}", f"{lo:.4g} to {hi:.4g}",
+                                   f"{1000 * row['seconds_per_batch']:.1f}", f"{per_second / reference:.2f}"])
     cost_rows = []
     for group in groups:
         m = measured.get(group.experiment.name)
@@ -275,18 +281,29 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, sw
         f"minus the trace over the number of minibatches); 'unbounded' when that is not positive, i.e. "
         f"the mean gradient is not resolved from the noise. It is the number of minibatches to average "
         f"before the noise is as large as the signal; scale-free, so models with different parameters "
-        f"compare. The interval resamples the minibatches. RAM's estimate is REINFORCE (its noise is the "
-        f"data plus the sampled locations): with the learned baseline, and with K sampled trajectories of "
-        f"each image and the leave-one-out baseline (`--reinforce-samples K`; a minibatch then holds "
-        f"{settings.grad_batch_size} images and K times as many episodes); the soft models' is plain "
-        f"backpropagation (noise from the data only). To compare at equal wall-clock, the last column "
-        f"multiplies the relative variance by the seconds one minibatch's gradient took here: it is the "
-        f"relative variance of the average of one second's worth of such gradients, times a second "
-        f"(lower is better).",
+        f"compare. The interval resamples the minibatches. RAM's estimate is REINFORCE with the learned "
+        f"baseline (its noise is the data plus the sampled locations), the soft models' is plain "
+        f"backpropagation (noise from the data only).",
         "",
-        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval",
-                "seconds per minibatch", "relative variance x seconds"], grad_rows)
+        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], grad_rows)
         if grad_rows else "(no runs)",
+        "",
+        "## REINFORCE's baselines at equal wall-clock",
+        "",
+        f"Every REINFORCE estimator here is unbiased for the same policy gradient, so their noise compares "
+        f"directly: the total variance (trace of the covariance) of one minibatch's gradient of the location "
+        f"policy's mean head, over {settings.grad_batches} minibatches of {settings.grad_batch_size} training "
+        f"images, at the seed-0 run's trained weights (at its initialisation the untrained classifier makes "
+        f"the reward independent of where the model looks, and there is no gradient to estimate). The "
+        f"learned baseline plays each image once; `--reinforce-samples K` plays it K times on one canvas and "
+        f"uses as each trajectory's baseline the mean reward of the other K - 1 (Kool, van Hoof and Welling "
+        f"2019), at K times the episodes. The last column is the variance of what one second of such "
+        f"gradients averages to (variance x seconds per minibatch, measured here), relative to the learned "
+        f"baseline's: below 1, that estimator buys more signal per second. The interval resamples the "
+        f"minibatches.",
+        "",
+        _table(["model", "baseline", "total variance per minibatch", "90 % bootstrap interval",
+                "ms per minibatch", "variance x time, relative"], estimator_rows) if estimator_rows else "(no runs)",
         "",
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",

@@ -3,7 +3,6 @@ cost per image (pixels, FLOPs, images/s) and the spread of the attention gradien
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +13,8 @@ from envs import ClutteredMNISTVectorEnv
 
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import evaluate_checkpoint
-from glimpse.measure import flops_per_image, pixels_read, ram_gradient_fn, soft_gradient_fn
+from glimpse.measure import (flops_per_image, pixels_read, ram_gradient_fn, reinforce_estimator_noise,
+                             soft_gradient_fn)
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
@@ -106,32 +106,24 @@ def relative_variance(grads: torch.Tensor) -> float:
 
 
 def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_size: int, data_dir: str | None,
-                              seed: int = 10_000, n_bootstrap: int = 200, samples: int = 1) -> dict:
+                              seed: int = 10_000, n_bootstrap: int = 200) -> dict:
     """Spread of one minibatch's gradient of the attention parameters over ``n_batches``
     minibatches at fixed weights: the seed-0 run's *initialisation*, where every model's expected
     gradient is clearly non-zero (at trained weights it is ~0 by construction, and a ratio to it
-    means nothing). REINFORCE for RAM (``samples`` = 1: with the learned baseline; K > 1: each of
-    the ``batch_size`` images played K times with the leave-one-out baseline), backpropagation
-    for the soft models.
+    means nothing). REINFORCE with the learned baseline for RAM, backpropagation for the soft models.
 
-    Returns the relative variance (see :func:`relative_variance`), a 90 % bootstrap interval
-    (resampling the minibatches; the upper end is inf when the signal is not resolved) and the
-    seconds one minibatch's gradient took here (rollout or forward, and backward), so that
-    estimators compare at equal wall-clock: variance x seconds is the variance of what a second
-    of such gradients averages to, relative to one."""
+    Returns the relative variance (see :func:`relative_variance`) and a 90 % bootstrap interval
+    (resampling the minibatches; the upper end is inf when the signal is not resolved)."""
     run = seed_runs.runs[0]
     kind, task = run["kind"], run["task"]
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
     model = build_model(kind, run["model_config"]).eval()
     if get_family(kind).mode == "hard":
-        env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-        grad_fn = ram_gradient_fn(model, env, seed, samples)
+        env = ClutteredMNISTVectorEnv(batch_size, **{**task, "split": "train", "data_dir": data_dir})
+        grad_fn = ram_gradient_fn(model, env, seed)
     else:
         grad_fn = soft_gradient_fn(model, kind, task, data.train, batch_size, seed)
-    grad_fn(0)  # warm-up: data loaded, caches filled
-    start = time.perf_counter()
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
-    seconds = (time.perf_counter() - start) / n_batches
     # bootstrap the inverse (signal / trace), which stays finite, then invert its interval
     rng = torch.Generator().manual_seed(seed)
     inverse = []
@@ -141,6 +133,13 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
             inverse.append(max(signal, 0.0) / trace)
     lo_inv, hi_inv = np.quantile(inverse, [0.05, 0.95]) if inverse else (0.0, 0.0)
     return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
-            "samples": samples, "seconds_per_batch": seconds,
+
             "interval": (1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf),
             "trace": float(grads.var(0, unbiased=True).sum())}
+
+
+def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_size: int, data_dir: str | None,
+                       seed: int = 20_000) -> dict:
+    """:func:`glimpse.measure.reinforce_estimator_noise` at the seed-0 run's trained weights."""
+    return reinforce_estimator_noise(seed_runs.model(0), seed_runs.runs[0]["task"], samples, n_batches, batch_size,
+                                     data_dir, seed)
