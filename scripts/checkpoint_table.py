@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     parser.add_argument("--samples", type=int, default=10,
                         help="also score hard models averaging this many sampled trajectories (0: skip)")
-    parser.add_argument("--write", action="store_true", help=f"write the scores to {SCORES.relative_to(ROOT)} "
+    parser.add_argument("--write", action="store_true", help="write the scores to checkpoints/scores.json "
                                                              "and the table into README.md")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--only", nargs="+", default=None,

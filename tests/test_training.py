@@ -281,3 +281,23 @@ def test_checkpoint_table_leaves_out_where_a_run_ran():
     table = load_checkpoint_table()
     resumed = TrainConfig(preset="cluttered60", device="cpu", threads=8).to_dict()
     assert table.command(resumed) == "python train.py --mode hard --preset cluttered60"
+
+
+def test_checkpoint_table_only_rescores_the_named_rows(hard_checkpoint, tmp_path, monkeypatch, capsys):
+    """--only NAME scores that checkpoint again and takes every other row from the scores file."""
+    import json
+    import shutil
+
+    table = load_checkpoint_table()
+    shutil.copy(hard_checkpoint, tmp_path / "a.pt")
+    shutil.copy(hard_checkpoint, tmp_path / "b.pt")
+    scores = tmp_path / "scores.json"
+    kept = {"checkpoint": "b.pt", "n": 10, "test_error": 0.5, "fresh_error": 0.5, "train_minutes": 1.0, "command": "x"}
+    scores.write_text(json.dumps({"benchmark": 1, "samples": 0, "rows": [kept]}))
+    monkeypatch.setattr(table, "SCORES", scores)
+    argv = ["--checkpoints", str(tmp_path), "--data-dir", "bundled", "--samples", "0"]
+    assert table.main([*argv, "--only", "a.pt"]) == 0
+    out = capsys.readouterr().out
+    assert "| `b.pt` | 50.00 (" in out and "| `a.pt` | " in out
+    assert table.main([*argv, "--only", "missing.pt"]) == 2
+    assert "no missing.pt" in capsys.readouterr().err
