@@ -19,13 +19,15 @@ TINY = ["--max-steps", "2", "--data-dir", "bundled", "--grad-batches", "2", "--s
 def test_report_builds_from_tiny_runs(tmp_path, capsys):
     runs, out = tmp_path / "runs", tmp_path / "out"
     argv = ["--runs", str(runs), "--out", str(out), "--train", "--seeds", "2", "--models", "ram,draw,fc",
-            "--glimpses", "1,6", *TINY]
+            "--glimpses", "1,6", "--estimators", "2", *TINY]
     assert report.main(argv) == 0
-    # every model twice, and the sweep's extra count once per swept model (6 glimpses is the seed-0 run)
+    # every model twice, the sweep's extra count once per swept model (6 glimpses is the seed-0 run),
+    # and RAM once more with the leave-one-out baseline (K = 1 is the ram-seed0 run)
     names = sorted(p.name for p in runs.iterdir() if p.is_dir())
     assert names == sorted(["ram-seed0", "ram-seed1", "draw-seed0", "draw-seed1", "fc-seed0", "fc-seed1",
-                            "ram-1g-seed0", "draw-1g-seed0"])
+                            "ram-1g-seed0", "draw-1g-seed0", "ram-loo2-seed0"])
     assert load_checkpoint(runs / "ram-1g-seed0" / "best.pt")["task"]["n_glimpses"] == 1
+    assert load_checkpoint(runs / "ram-loo2-seed0" / "best.pt")["train_config"]["reinforce_samples"] == 2
     text = (out / "compare.md").read_text()
     for label in (RAM.label, DRAW.label, FC.label):
         assert label in text
@@ -34,7 +36,8 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     assert f"| {RAM.label} | 20 | 2 | {errors[0]:.2f}, {errors[1]:.2f} |" in text
     assert "REINFORCE + learned baseline" in text and "backpropagation" in text
     assert all(f"leave-one-out baseline, K = {k} |" in text for k in (2, 4, 8))
-    for png in ("learning_curves.png", "glimpse_sweep.png", "where_they_look.png"):
+    assert "| leave-one-out, K = 2 | " in text and "| learned baseline | " in text
+    for png in ("learning_curves.png", "glimpse_sweep.png", "where_they_look.png", "estimators.png"):
         with Image.open(out / png) as image:
             assert image.size[0] > 300 and image.size[1] > 200
         assert f"]({png})" in text
@@ -50,7 +53,7 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],
-                                 ["--budget", "0"], ["--grad-batches", "1"]])
+                                 ["--budget", "0"], ["--grad-batches", "1"], ["--estimators", "1"], ["--estimators", "x"]])
 def test_report_bad_options_exit_2(bad, tmp_path, capsys):
     assert report.main(["--runs", str(tmp_path), "--out", str(tmp_path / "out"), *bad]) == 2
     assert "error" in capsys.readouterr().err

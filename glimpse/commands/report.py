@@ -22,7 +22,7 @@ import torch
 from glimpse.cli import fail
 from envs.data import DataError
 from glimpse.report.document import ReportSettings, build_report, update_readme
-from glimpse.report.experiments import GLIMPSE_COUNTS, MODELS, SWEPT, sweep
+from glimpse.report.experiments import ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, sweep, with_samples
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
 from glimpse.checkpoint import CheckpointError
 
@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated models to compare")
     parser.add_argument("--glimpses", default=",".join(map(str, GLIMPSE_COUNTS)),
                         help="comma-separated glimpse counts of the RAM and DRAW sweep ('' for none)")
+    parser.add_argument("--estimators", default=",".join(map(str, ESTIMATOR_SAMPLES)),
+                        help="RAM also trained (seed 0) with the leave-one-out baseline over K samples per image, "
+                             "for each of these K ('' for none): REINFORCE's baselines at equal wall-clock")
     parser.add_argument("--jobs", type=int, default=2, help="training runs at once (each with --threads threads)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per training run and for the report")
     parser.add_argument("--max-steps", type=int, default=0, help="cap every run at this many steps (smoke tests)")
@@ -54,6 +57,8 @@ def requests(args) -> list[RunRequest]:
     wanted = [RunRequest(e, seed, budget_epochs(e, args.budget)) for seed in range(args.seeds) for e in args.models]
     for base in (e for e in SWEPT if e in args.models):
         wanted += [RunRequest(e, 0, budget_epochs(e, args.budget)) for e in sweep(base, args.glimpses) if e is not base]
+    for base in (e for e in ESTIMATED if e in args.models):
+        wanted += [RunRequest(with_samples(base, k), 0, budget_epochs(base, args.budget)) for k in args.estimators]
     return wanted
 
 
@@ -71,6 +76,12 @@ def check(args) -> None:
         raise ValueError(f"--glimpses must be comma-separated integers, got {args.glimpses!r}") from None
     if any(n < 1 for n in args.glimpses):
         raise ValueError("--glimpses must be >= 1")
+    try:
+        args.estimators = tuple(int(n) for n in args.estimators.split(",") if n.strip())
+    except ValueError:
+        raise ValueError(f"--estimators must be comma-separated integers, got {args.estimators!r}") from None
+    if any(n < 2 for n in args.estimators):
+        raise ValueError("--estimators counts must be >= 2 (1 is the learned baseline, always trained)")
     for name in ("seeds", "jobs", "threads", "grad_batches", "speed_steps"):
         if getattr(args, name) < (2 if name == "grad_batches" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'grad_batches' else 1}")
@@ -92,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
                                   speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
+                                  estimator_samples=args.estimators,
                                   command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
         path = build_report(settings)
         if args.readme:

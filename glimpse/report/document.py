@@ -23,7 +23,8 @@ from glimpse.evaluation import TEST_SEED, fixed_set
 from glimpse.measure import flops_per_image, pixels_read
 from glimpse.models import get_family, list_families
 from glimpse.report import figures
-from glimpse.report.experiments import FAMILIES, GLIMPSE_COUNTS, MODELS, SWEPT, TASK_PRESET, Experiment, sweep
+from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, FAMILIES, GLIMPSE_COUNTS, MODELS, SWEPT,
+                                       TASK_PRESET, Experiment, sweep, with_samples)
 from glimpse.report.measurements import (
     THRESHOLDS, SeedRuns, attention_gradient_spread, collect, estimator_variance, cost_per_image, throughput, time_to_threshold,
 )
@@ -49,6 +50,7 @@ class ReportSettings:
     command: str = "python report.py"
     models: tuple[Experiment, ...] = MODELS
     glimpse_counts: tuple[int, ...] = GLIMPSE_COUNTS
+    estimator_samples: tuple[int, ...] = ESTIMATOR_SAMPLES
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -144,6 +146,21 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
                     estimator_variance(group, samples, settings.grad_batches, settings.grad_batch_size,
                                        settings.data_dir) for samples in REINFORCE_SAMPLES]
 
+    progress("[report] REINFORCE's baselines at equal wall-clock")
+    curves = []  # (label, seed-0 runs) of every estimator of the hard family, K = 1 first
+    for base in (e for e in ESTIMATED if e in settings.models):
+        for k in (1, *settings.estimator_samples):
+            group = collect(with_samples(base, k), settings.seeds[:1], settings.runs_dir, settings.data_dir)
+            if not group.runs:
+                continue
+            name = group.experiment.name
+            if name not in seconds_per_epoch:
+                speed = throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)
+                seconds_per_epoch[name] = n_train / speed["train_images_per_second"]
+            curves.append(("learned baseline" if k == 1 else f"leave-one-out, K = {k}", group))
+    if len(curves) > 1:
+        figures.estimator_curves(curves, seconds_per_epoch, out / "estimators.png")
+
     progress("[report] figures")
     figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
     sweep_rows = {}
@@ -164,12 +181,34 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
         figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
 
     progress("[report] writing")
-    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, sweep_groups,
+    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves, sweep_groups,
                      bool(gallery_rows), len(test_canvases.labels))
     path = out / "compare.md"
     path.write_text(text)
     (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch))
     return path
+
+
+def _estimator_training(curves: list, seconds_per_epoch: dict) -> list[str]:
+    """The training runs of each REINFORCE estimator (seed 0): what each reached, and how fast."""
+    if len(curves) < 2:
+        return []
+    rows = []
+    for label, group in curves:
+        name = group.experiment.name
+        cells = [_threshold_cell(time_to_threshold(group, t), seconds_per_epoch[name]) for t in THRESHOLDS]
+        rows.append([label, f"{100 * float(group.test_errors[0]):.2f}", *cells, f"{seconds_per_epoch[name]:.1f}"])
+    return [
+        "The same estimators trained, one run each (seed 0, the RAM budget above); time is epochs times the "
+        "seconds per epoch measured side by side in this process, so the curves compare at equal wall-clock. "
+        "One seed each: read differences smaller than the seed spread of the RAM row above as noise.",
+        "",
+        _table(["baseline", "test error %", *(f"to {100 * t:.0f} % val accuracy" for t in THRESHOLDS),
+                "s per epoch (measured)"], rows),
+        "",
+        "![REINFORCE's baselines at equal wall-clock](estimators.png)",
+        "",
+    ]
 
 
 def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) -> str:
@@ -187,7 +226,8 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) ->
                    "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
 
 
-def _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, sweep_groups, has_gallery,
+def _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves, sweep_groups,
+              has_gallery,
               n_test) -> str:
     budget_rows = []
     for group in groups:
@@ -305,6 +345,7 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         _table(["model", "baseline", "total variance per minibatch", "90 % bootstrap interval",
                 "ms per minibatch", "variance x time, relative"], estimator_rows) if estimator_rows else "(no runs)",
         "",
+        *_estimator_training(curves, seconds_per_epoch),
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",
         "Pixels touched: canvas pixels that enter the model's computation (RAM: under each glimpse's "

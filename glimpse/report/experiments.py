@@ -46,6 +46,8 @@ RAM_RANDOM = Experiment("ram-random", "RAM, random glimpses", "baseline", get_fa
                         {"mode": "hard", "random_glimpses": True, "first_location": "random"}, "14.4 (8 random glimpses)")
 MODELS = (*FAMILIES, RAM_RANDOM)
 SWEPT = tuple(e for e, f in zip(FAMILIES, list_families()) if f.report_sweep)  # accuracy against the glimpse count
+ESTIMATED = tuple(e for e, f in zip(FAMILIES, list_families()) if f.mode == "hard")  # REINFORCE's baselines compared
+ESTIMATOR_SAMPLES = (2, 4, 8)  # --reinforce-samples K trained beside the learned baseline (K = 1)
 
 
 def default_glimpses(experiment: Experiment) -> int:
@@ -63,6 +65,15 @@ def with_glimpses(experiment: Experiment, n_glimpses: int) -> Experiment:
 
 def sweep(experiment: Experiment, counts=GLIMPSE_COUNTS) -> list[Experiment]:
     return [with_glimpses(experiment, n) for n in counts]
+
+
+def with_samples(experiment: Experiment, samples: int) -> Experiment:
+    """The experiment trained with the leave-one-out baseline over ``samples`` trajectories per
+    image (``--reinforce-samples``); the experiment itself for 1 (its learned baseline)."""
+    if samples == 1:
+        return experiment
+    return Experiment(f"{experiment.name}-loo{samples}", f"{experiment.label}, leave-one-out K = {samples}",
+                      experiment.family, experiment.epochs, {**experiment.overrides, "reinforce_samples": samples})
 
 
 def by_name(name: str) -> Experiment:

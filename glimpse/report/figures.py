@@ -30,6 +30,24 @@ def _log_percent_axis(ax) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
+def estimator_curves(curves: list[tuple[str, SeedRuns]], seconds_per_epoch: dict[str, float], path: Path) -> None:
+    """Validation error against training time for each REINFORCE estimator (one run each), time
+    measured as in :func:`learning_curves`: equal wall-clock on one machine."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (label, group) in enumerate(curves):
+        epochs, error = _curve(group.runs[0], "epoch")
+        ax.plot(epochs * seconds_per_epoch[group.experiment.name] / 60, error, label=label, linewidth=1.5,
+                color=plt.cm.viridis(i / max(1, len(curves) - 1)))
+    ax.set_xlabel("training minutes (measured speed, 1 process, this machine)")
+    ax.set_ylabel("validation error % (log scale)")
+    _log_percent_axis(ax)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title("RAM on 60x60 cluttered MNIST: REINFORCE's baselines at equal wall-clock")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def learning_curves(groups: list[SeedRuns], seconds_per_epoch: dict[str, float], path: Path) -> None:
     """Validation error against epochs and against training time, every seed a line. Time is
     epochs times the seconds per epoch measured side by side in one process (``seconds_per_epoch``
