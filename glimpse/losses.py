@@ -16,14 +16,32 @@ class HybridLoss(NamedTuple):
 
 
 def leave_one_out_baseline(reward: torch.Tensor, samples: int) -> torch.Tensor:
-    """reward (B * K,), the K sampled trajectories of each image next to each other -> (B * K,):
-    for each sample, the mean reward of the image's other K - 1 samples (Kool, van Hoof and
+    """reward (B * K, ...), the K sampled trajectories of each image next to each other -> the same
+    shape: for each sample, the mean reward of the image's other K - 1 samples (Kool, van Hoof and
     Welling 2019, "Buy 4 REINFORCE samples, get a baseline for free"). It does not depend on the
     sample's own trajectory, so the estimator stays unbiased."""
     if samples < 2:
         raise ValueError(f"a leave-one-out baseline needs at least 2 samples per image, got {samples}")
-    per_image = reward.reshape(-1, samples)
-    return ((per_image.sum(1, keepdim=True) - per_image) / (samples - 1)).reshape(-1)
+    per_image = reward.reshape(-1, samples, *reward.shape[1:])
+    return ((per_image.sum(1, keepdim=True) - per_image) / (samples - 1)).reshape(reward.shape)
+
+
+def digit_returns(correct: torch.Tensor, per_digit: int, steps: int) -> torch.Tensor:
+    """The reward-to-go of each location chosen while reading D digits in turn.
+
+    ``correct`` (B, D): whether each digit's answer was right; ``per_digit``: glimpses per digit;
+    ``steps``: T - 1 chosen locations. Returns (B, T - 1): the location chosen after glimpse t is
+    looked at in glimpse t + 1, which belongs to digit b = (t + 1) // per_digit; it can change the
+    answers to digits b, b + 1, ... (the core state runs on) but not the ones already given, so
+    its return is the share of those digits that came out right: (1 / D) * sum_{d >= b} correct_d.
+    Crediting each location only with what it could affect drops the noise of earlier answers
+    from its gradient (REINFORCE's causality argument); the sequence reward credits every
+    location with "every digit right".
+    """
+    n_digits = correct.shape[1]
+    to_go = correct.to(torch.float32).flip(1).cumsum(1).flip(1) / n_digits  # (B, D): digits d.. right, shared
+    block = (torch.arange(1, steps + 1, device=correct.device) // per_digit).clamp(max=n_digits - 1)
+    return to_go[:, block]
 
 
 def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor, log_probs: torch.Tensor,
@@ -35,7 +53,8 @@ def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor
         logits: (B, C) final-step class scores, or (B, K, C) for K digits read in turn (one
             cross-entropy term each); trained by cross-entropy only.
         labels: (B,) or (B, K) true classes (from the env's ``info``).
-        reward: (B,) 1 for a right final label (every digit right), else 0 (from the env); no gradient.
+        reward: (B,) 1 for a right final label (every digit right), else 0 (from the env), or
+            (B, T-1) a return per chosen location (:func:`digit_returns`); no gradient.
         log_probs: (B, T-1) log pi(l_t | s_1:t) of the sampled locations (gradient to the policy).
         baselines: (B, T-1) b_t.
         samples: K; with K > 1 the batch holds K sampled trajectories of each image, next to each
@@ -47,9 +66,10 @@ def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor
     only serves as a learned estimate to log).
     """
     classification = F.cross_entropy(logits.flatten(0, -2), labels.flatten())
-    reward = reward.detach().to(log_probs.dtype)[:, None]
+    reward = reward.detach().to(log_probs.dtype)
+    reward = reward[:, None] if reward.dim() == 1 else reward  # (B, 1) or (B, T-1)
     if samples > 1:
-        advantage = (reward - leave_one_out_baseline(reward[:, 0], samples)[:, None]).expand_as(log_probs)
+        advantage = (reward - leave_one_out_baseline(reward, samples)).expand_as(log_probs)
     else:
         advantage = reward - baselines.detach()
     reinforce = -(log_probs * advantage).sum(dim=1).mean()

@@ -192,3 +192,55 @@ def test_sat_learns_to_read_two_digits_and_evaluate_reports_both_accuracies(tmp_
     assert "'labels' must be (100, 2) integers (the checkpoint reads 2 digits per canvas)" in capsys.readouterr().err
     with pytest.raises(ValueError, match="localisation measures single-digit canvases"):
         localise_checkpoint(best, data_dir="bundled")
+
+
+def test_digit_returns_credit_each_location_with_the_digits_it_could_still_change():
+    from glimpse.losses import digit_returns
+
+    # two digits, 3 glimpses each: locations 0-1 are looked at for digit 0, locations 2-4 for digit 1
+    correct = torch.tensor([[True, False], [False, True], [True, True], [False, False]])
+    returns = digit_returns(correct, per_digit=3, steps=5)
+    torch.testing.assert_close(returns, torch.tensor([
+        [0.5, 0.5, 0.0, 0.0, 0.0],   # digit 0 right, digit 1 wrong: only the first block's locations earned
+        [0.5, 0.5, 0.5, 0.5, 0.5],   # digit 1 right: every location could have helped it
+        [1.0, 1.0, 0.5, 0.5, 0.5],
+        [0.0, 0.0, 0.0, 0.0, 0.0]]))
+
+
+def test_digit_returns_route_reinforce_per_location_and_keep_the_leave_one_out_baseline_per_step():
+    from glimpse.losses import digit_returns, hybrid_loss, leave_one_out_baseline
+
+    torch.manual_seed(0)
+    correct = torch.rand(8, 2) > 0.5
+    returns = digit_returns(correct, per_digit=2, steps=3)
+    log_probs = torch.randn(8, 3, requires_grad=True)
+    baselines = torch.rand(8, 3, requires_grad=True)
+    logits = torch.randn(8, 2, 10, requires_grad=True)
+    labels = torch.randint(0, 10, (8, 2))
+    parts = hybrid_loss(logits, labels, returns, log_probs, baselines)
+    torch.testing.assert_close(parts.advantage, returns - baselines.detach())
+    grad_log_probs, grad_baselines = torch.autograd.grad(parts.reinforce, [log_probs, baselines], allow_unused=True)
+    torch.testing.assert_close(grad_log_probs, -(returns - baselines.detach()) / 8)
+    assert grad_baselines is None  # the advantage's baseline is detached
+    torch.testing.assert_close(parts.baseline, torch.nn.functional.mse_loss(baselines, returns))  # b_t predicts its step's return
+    loo = hybrid_loss(logits, labels, returns, log_probs, baselines, samples=4)
+    torch.testing.assert_close(loo.advantage, returns - leave_one_out_baseline(returns, 4))
+    torch.testing.assert_close(leave_one_out_baseline(returns, 4)[0], returns[1:4].mean(0))
+
+
+def test_the_hard_learner_uses_digit_returns_when_asked(bundled):
+    from glimpse.training.loop import make_learner
+
+    base = {"mode": "hard", "preset": "multi100", "n_glimpses": 2, "hidden_size": 32, "batch_size": 8,
+            "data_dir": "bundled"}
+    losses = {}
+    for reward in ("sequence", "digits"):
+        torch.manual_seed(0)
+        learner = make_learner(resolve_config({**base, "reinforce_reward": reward}), bundled)
+        _, metrics = learner.loss(np.arange(8), step_seed=5)
+        losses[reward] = metrics
+    # the same episodes and classifier; only what REINFORCE credits differs
+    torch.testing.assert_close(losses["sequence"]["losses/classification"], losses["digits"]["losses/classification"])
+    assert not torch.equal(losses["sequence"]["losses/baseline"], losses["digits"]["losses/baseline"])
+    with pytest.raises(ValueError, match="reinforce-reward"):
+        resolve_config({**base, "reinforce_reward": "per-glimpse"})

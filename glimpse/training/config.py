@@ -73,6 +73,11 @@ class TrainConfig:
     reinforce_samples: int = _opt(1, "hard: sampled trajectories per image, sharing its canvas: 1 uses the learned "
                                   "baseline; K > 1 uses the mean reward of the image's other K - 1 samples as the "
                                   "baseline (leave-one-out, Kool et al. 2019); K times the episodes per step")
+    reinforce_reward: str = _opt("sequence", "hard, several digits: what REINFORCE credits each location with: "
+                                 "sequence, the env's reward (1 when every digit is right); digits, the share of "
+                                 "the digits it could still affect that came out right (reward-to-go, "
+                                 "glimpse/losses.py: digit_returns). The same for one digit",
+                                 ("sequence", "digits"))
     # soft attention
     read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
     draw_min_sigma_strides: float = _opt(0.0, "draw: smooth floor on the filters' sigma in strides, so it follows "

@@ -7,7 +7,7 @@ import torch
 
 from envs.data import MNISTSplits
 from envs.engine import DigitBank, first_locations
-from glimpse.losses import hybrid_loss
+from glimpse.losses import digit_returns, hybrid_loss
 from glimpse.inference import read_right
 from glimpse.models.ram.rollout import episode_env, run_episodes
 from glimpse.training.config import TrainConfig
@@ -67,9 +67,12 @@ class HardAttentionLearner:
         rollout = run_episodes(self.model, self.env, sample=True, noise=noise, forward=self.forward,
                                options={"images": per_trajectory(batch.images), "labels": per_trajectory(batch.labels),
                                         "first_location": per_trajectory(first)})
-        parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
-                            samples=k)
         predictions = rollout.logits.argmax(-1)
+        reward = rollout.reward
+        if self.config.reinforce_reward == "digits" and rollout.labels.dim() == 2:
+            reward = digit_returns(predictions == rollout.labels, self.task["n_glimpses"], rollout.log_probs.shape[1])
+        parts = hybrid_loss(rollout.logits, rollout.labels, reward, rollout.log_probs, rollout.baselines,
+                            samples=k)
         metrics = {
             "losses/total": parts.total.detach(),
             "losses/classification": parts.classification.detach(),

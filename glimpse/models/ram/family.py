@@ -25,7 +25,8 @@ class RAMFamily(Family):
     Model = RecurrentAttentionModel
     reads_several_digits = True
     options = ("glimpse_size", "n_scales", "n_glimpses", "first_location", "core", "hidden_size", "location_std",
-               "location_std_final", "random_glimpses", "reinforce_into_core", "reinforce_samples")
+               "location_std_final", "random_glimpses", "reinforce_into_core", "reinforce_samples",
+               "reinforce_reward")
     paper_error = "4.08 (6 glimpses)"
     report_epochs = 20
     report_sweep = True
