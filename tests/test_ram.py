@@ -236,3 +236,29 @@ def test_random_glimpse_baseline_scores_do_not_depend_on_the_batch_size(bundled)
     whole = predict_probabilities("ram", model, task, canvases.images, 50)
     torch.testing.assert_close(predict_probabilities("ram", model, task, canvases.images, 10), whole)
     assert not torch.allclose(predict_probabilities("ram", model, task, canvases.images, 50, seed=1), whole)
+
+
+def test_conv_glimpse_network_shapes_gradients_and_its_clear_error():
+    from glimpse.models.ram.glimpse_network import ConvWhat, GlimpseNetwork
+
+    torch.manual_seed(0)
+    network = GlimpseNetwork(3, 12, 128, 128, 256, what="conv")
+    assert isinstance(network.what, ConvWhat)
+    glimpse = torch.rand(B, 3, 12, 12, requires_grad=True)
+    g = network(glimpse, torch.zeros(B, 2))
+    assert g.shape == (B, 256) and (g >= 0).all()
+    g.sum().backward()
+    assert network.what[0].weight.grad.abs().sum() > 0 and glimpse.grad.abs().sum() > 0
+    model = RecurrentAttentionModel(RAMConfig(glimpse_net="conv"))
+    out = model(torch.rand(B, 3, 12, 12), torch.zeros(B, 2), model.initial_state(B))
+    assert out.logits.shape == (B, 10) and out.mean.shape == (B, 2)
+    with pytest.raises(ValueError, match="divisible by 4"):
+        RAMConfig(glimpse_net="conv", glimpse_size=6)
+    with pytest.raises(ValueError, match="glimpse_net"):
+        RAMConfig(glimpse_net="resnet")
+
+
+def test_the_linear_glimpse_network_keeps_the_paper_s_parameter_names():
+    model = RecurrentAttentionModel(RAMConfig())
+    names = {name for name, _ in model.glimpse_network.named_parameters()}
+    assert {"what.weight", "what.bias", "where.weight", "what_out.weight", "where_out.weight"} <= names

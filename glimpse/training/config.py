@@ -59,6 +59,9 @@ class TrainConfig:
     first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
     # RAM
     core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
+    glimpse_net: str = _opt("linear", "hard: the glimpse network's \"what\" pathway: the paper's linear layer on the "
+                            "flattened glimpse, or conv, two 3x3 conv layers with max-pooling (as in Ba et al. "
+                            "2015's DRAM; --glimpse-size divisible by 4)", ("linear", "conv"))
     hidden_size: int = _opt(256, "core / decoder hidden size")
     location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or the start of its "
                                "annealing)")

@@ -24,7 +24,7 @@ class RAMFamily(Family):
     Config = RAMConfig
     Model = RecurrentAttentionModel
     reads_several_digits = True
-    options = ("glimpse_size", "n_scales", "n_glimpses", "first_location", "core", "hidden_size", "location_std",
+    options = ("glimpse_size", "n_scales", "n_glimpses", "first_location", "core", "glimpse_net", "hidden_size", "location_std",
                "location_std_final", "random_glimpses", "reinforce_into_core", "reinforce_samples",
                "reinforce_reward")
     paper_error = "4.08 (6 glimpses)"
@@ -34,7 +34,7 @@ class RAMFamily(Family):
     def model_config(self, config) -> dict:
         return RAMConfig(
             glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,
-            hidden_size=config.hidden_size, core=config.core,
+            hidden_size=config.hidden_size, core=config.core, glimpse_net=config.glimpse_net,
             # annealed: the checkpoint records the std the policy ends with (what --samples draws with)
             location_std=config.location_std_final or config.location_std,
             reinforce_into_core=config.reinforce_into_core,

@@ -29,6 +29,7 @@ class RAMConfig:
     n_scales: int = 3
     n_glimpses: int = 6
     what_size: int = 128
+    glimpse_net: str = "linear"  # the "what" pathway: the paper's linear layer, or "conv" (glimpse_network.py)
     where_size: int = 128
     hidden_size: int = 256
     core: str = "rnn"
@@ -49,6 +50,11 @@ class RAMConfig:
             raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
         if self.policy not in ("learned", "random"):
             raise ValueError(f"policy must be 'learned' or 'random', got {self.policy!r}")
+        if self.glimpse_net not in ("linear", "conv"):
+            raise ValueError(f"glimpse_net must be 'linear' or 'conv', got {self.glimpse_net!r}")
+        if self.glimpse_net == "conv" and self.glimpse_size % 4:
+            raise ValueError(f"glimpse_net='conv' pools twice by 2: glimpse_size must be divisible by 4, "
+                             f"got {self.glimpse_size}")
         if not self.location_std > 0:
             raise ValueError(f"location_std must be > 0, got {self.location_std}")
 
@@ -81,7 +87,8 @@ class RecurrentAttentionModel(nn.Module):
         super().__init__()
         self.config = config
         c = config
-        self.glimpse_network = GlimpseNetwork(c.n_scales, c.glimpse_size, c.what_size, c.where_size, c.hidden_size)
+        self.glimpse_network = GlimpseNetwork(c.n_scales, c.glimpse_size, c.what_size, c.where_size, c.hidden_size,
+                                             what=c.glimpse_net)
         self.core = CORES[c.core](c.hidden_size, c.hidden_size)
         self.location_policy = LocationPolicy(c.hidden_size, c.location_std)
         self.baseline = BaselineNetwork(c.hidden_size)
