@@ -57,11 +57,13 @@ def load_images(path: str | Path, canvas_size: int, n_digits: int = 1) -> tuple[
 
 def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | None = None, split: str = "test",
                         data_dir: str | None = None, samples: int = 0, seed: int = 0, batch_size: int = 500,
-                        canvas_seed: int | None = None, limit: int | None = None, progress: bool = True) -> dict:
+                        canvas_seed: int | None = None, limit: int | None = None, progress: bool = True,
+                        per_canvas: bool = False) -> dict:
     """Accuracy of a checkpoint; raises ValueError / DataError / CheckpointError on bad input.
 
     Without ``images_file`` it scores the ``split``'s fixed canvases, or with ``canvas_seed``
-    canvases drawn from that seed instead; ``limit``: only the first that many."""
+    canvases drawn from that seed instead; ``limit``: only the first that many. ``per_canvas``
+    adds ``right``, a (N,) bool array of which canvases it read right (for paired tests)."""
     if samples < 0 or batch_size < 1:
         raise ValueError("--samples must be >= 0 and --batch-size >= 1")
     if limit is not None and limit < 1:
@@ -90,7 +92,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         probs = predict_probabilities(kind, model, task, images, batch_size, samples, seed, progress=bar)
     seconds = time.perf_counter() - start
     predictions = probs.argmax(-1).numpy()
-    accuracy = float(read_right(predictions, labels).mean())
+    right = read_right(predictions, labels)
+    accuracy = float(right.mean())
     if samples:
         policy = f"averaged over {samples} sampled trajectories (seed {seed})"
     else:
@@ -106,4 +109,6 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right
         result["digit_accuracy"] = float((predictions == labels).mean())
         result["n_digits"] = int(labels.shape[1])
+    if per_canvas:
+        result["right"] = np.asarray(right, bool)
     return result

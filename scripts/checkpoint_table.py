@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import evaluate_checkpoint
 from glimpse.models import get_family
+from glimpse.stats import format_interval
 
 REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
     "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 0.8"),
@@ -66,10 +66,7 @@ README_START, README_END = "<!-- checkpoint-table:start -->", "<!-- checkpoint-t
 
 def interval(error: float, n: int) -> str:
     """95 % Wilson interval of an error rate measured on n canvases, in %."""
-    z = 1.959964
-    centre = (error + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(error * (1 - error) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return f"{100 * max(0.0, centre - half):.2f}-{100 * min(1.0, centre + half):.2f}"
+    return format_interval(error * n, n)
 
 
 def score(path: Path, data_dir: str | None, samples: int) -> dict:

@@ -33,7 +33,12 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
         assert label in text
     # the per-seed errors in the report are the runs' own test errors
     errors = [100 * (1 - load_checkpoint(runs / f"ram-seed{s}" / "best.pt")["test_accuracy"]) for s in (0, 1)]
-    assert f"| {RAM.label} | 20 | 2 | {errors[0]:.2f}, {errors[1]:.2f} |" in text
+    assert f"| {RAM.label} | 20 | 2 | {errors[0]:.2f} (" in text and f"), {errors[1]:.2f} (" in text
+    # every pair of models is tested on the same canvases, both seeds paired
+    assert "## Which differences are real" in text
+    assert text.count("| 2 | ") >= 3 and f"| {RAM.label} | {DRAW.label} | 2 |" in text
+    right = np.load(runs / "ram-seed0" / "test-right-v1.npy")
+    assert right.dtype == bool and abs(right.mean() - (1 - errors[0] / 100)) < 1e-9
     assert "REINFORCE + learned baseline" in text and "backpropagation" in text
     assert all(f"leave-one-out baseline, K = {k} |" in text for k in (2, 4, 8))
     assert "| leave-one-out, K = 2 | " in text and "| learned baseline | " in text
@@ -63,6 +68,32 @@ def test_report_bad_options_exit_2(bad, tmp_path, capsys):
 def test_report_without_runs_says_how_to_get_them(tmp_path, capsys):
     assert report.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "out"), "--data-dir", "bundled"]) == 2
     assert "--train" in capsys.readouterr().err
+
+
+def test_paired_tests_pool_matching_seeds_and_holm_adjust():
+    from glimpse.report.measurements import paired_tests
+
+    class Fixed(SeedRuns):
+        def __init__(self, experiment, rights, seeds):
+            super().__init__(experiment, [{"train_config": {"seed": s}} for s in seeds], [])
+            self.rights = rights
+
+        def right(self, index):
+            return self.rights[index]
+
+    n = 1000
+    good = Fixed(RAM, [np.r_[np.ones(n - 10, bool), np.zeros(10, bool)]] * 2, (0, 1))
+    bad = Fixed(DRAW, [np.r_[np.zeros(100, bool), np.ones(n - 100, bool)]] * 2, (0, 1))
+    other = Fixed(FC, [np.r_[np.zeros(101, bool), np.ones(n - 101, bool)]], (0,))
+    tests = {(t["a"].name, t["b"].name): t for t in paired_tests([good, bad, other])}
+    ram_draw = tests[(RAM.name, DRAW.name)]
+    # RAM right where DRAW is wrong on canvases 0-99, DRAW right where RAM is wrong on the last 10: per seed, pooled
+    assert (ram_draw["seeds"], ram_draw["only_a"], ram_draw["only_b"]) == (2, 200, 20)
+    assert ram_draw["p"] < 1e-6 and ram_draw["p_holm"] <= 3 * ram_draw["p"]
+    draw_fc = tests[(DRAW.name, FC.name)]
+    assert draw_fc["seeds"] == 1 and (draw_fc["only_a"], draw_fc["only_b"]) == (1, 0)  # canvas 100
+    assert draw_fc["p_holm"] == 1.0  # one canvas is no evidence
+    assert all(t["p_holm"] >= t["p"] for t in tests.values())
 
 
 def test_time_to_threshold_reads_the_learning_curve():

@@ -22,11 +22,13 @@ from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import TEST_SEED, fixed_set
 from glimpse.measure import flops_per_image, pixels_read
 from glimpse.models import get_family, list_families
+from glimpse.stats import format_interval
 from glimpse.report import figures
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, FAMILIES, GLIMPSE_COUNTS, MODELS, SWEPT,
                                        TASK_PRESET, Experiment, sweep, with_samples)
 from glimpse.report.measurements import (
-    THRESHOLDS, SeedRuns, attention_gradient_spread, collect, estimator_variance, cost_per_image, throughput, time_to_threshold,
+    THRESHOLDS, SeedRuns, attention_gradient_spread, collect, estimator_variance, cost_per_image, paired_tests,
+    throughput, time_to_threshold,
 )
 from glimpse.training.config import family_options, resolve_config
 from glimpse.viz import where_it_looks
@@ -64,13 +66,33 @@ def _si(x: float) -> str:
     return f"{x:.0f}"
 
 
-def _error_cell(errors: np.ndarray) -> str:
+def _error_cell(errors: np.ndarray, n_test: int) -> str:
+    """Mean ± sd over seeds, and the 95 % Wilson interval of the runs' canvases pooled (the error
+    of a run drawn from this recipe, as far as the test set can tell)."""
     if len(errors) == 0:
         return "not trained"
     pct = 100 * errors
+    pooled = format_interval(float(errors.sum()) * n_test, n_test * len(errors))
     if len(pct) == 1:
-        return f"{pct[0]:.2f} (1 seed)"
-    return f"{pct.mean():.2f} ± {pct.std(ddof=1):.2f}"
+        return f"{pct[0]:.2f} ({pooled}; 1 seed)"
+    return f"{pct.mean():.2f} ± {pct.std(ddof=1):.2f} ({pooled})"
+
+
+def _paired_rows(tests: list[dict]) -> list[list[str]]:
+    rows = []
+    for t in tests:
+        a, b = t["a"].label, t["b"].label
+        if t["p_holm"] >= 0.05:
+            verdict = "no difference shown"
+        else:
+            verdict = f"{a if t['only_a'] > t['only_b'] else b} reads more right"
+        rows.append([a, b, str(t["seeds"]), f"{t['only_a']:,}", f"{t['only_b']:,}", _p(t["p"]), _p(t["p_holm"]),
+                     verdict])
+    return rows
+
+
+def _p(p: float) -> str:
+    return "< 1e-6" if p < 1e-6 else f"{p:.2g}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -181,11 +203,14 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
         figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
 
     progress("[report] writing")
+    progress("[report] paired tests")
+    tests = paired_tests(present)
+    n_test = len(test_canvases.labels)
     text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves, sweep_groups,
-                     bool(gallery_rows), len(test_canvases.labels))
+                     bool(gallery_rows), n_test, tests)
     path = out / "compare.md"
     path.write_text(text)
-    (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch))
+    (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch, n_test))
     return path
 
 
@@ -211,7 +236,7 @@ def _estimator_training(curves: list, seconds_per_epoch: dict) -> list[str]:
     ]
 
 
-def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) -> str:
+def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict, n_test: int) -> str:
     rows = []
     for group in groups:
         e, m = group.experiment, measured.get(group.experiment.name)
@@ -219,22 +244,23 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict) ->
             rows.append([e.label, e.family, "not trained", e.paper or "–", "", "", "", "", ""])
             continue
         t90 = time_to_threshold(group, 0.90)
-        rows.append([e.label, e.family, _error_cell(group.test_errors), e.paper or "–",
+        rows.append([e.label, e.family, _error_cell(group.test_errors, n_test), e.paper or "–",
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
                      f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
-    return _table(["model", "kind", "test error % (mean ± sd over seeds)", "paper %", "pixels touched / image",
+    return _table(["model", "kind", "test error % (mean ± sd over seeds; 95 % interval)", "paper %", "pixels touched / image",
                    "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
 
 
 def _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves, sweep_groups,
               has_gallery,
-              n_test) -> str:
+              n_test, tests) -> str:
     budget_rows = []
     for group in groups:
         epochs = sorted({r["train_config"]["epochs"] for r in group.runs}) or ["–"]
         minutes = [r.get("train_seconds", math.nan) / 60 for r in group.runs]
         budget_rows.append([group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
-                            ", ".join(f"{100 * err:.2f}" for err in group.test_errors) or "–",
+                            ", ".join(f"{100 * err:.2f} ({format_interval(err * n_test, n_test)})"
+                                      for err in group.test_errors) or "–",
                             _fmt(float(np.mean(minutes)), 1) if minutes else "–"])
     every_run = [r for g in groups for r in g.runs] + [r for entries in sweep_groups.values() for n, g in entries
                                                        for r in g.runs if g.experiment not in settings.models]
@@ -297,17 +323,30 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "",
         "## Headline",
         "",
-        headline(groups, measured, seconds_per_epoch),
+        headline(groups, measured, seconds_per_epoch, n_test),
         "",
         "The budgets are short (below): this compares the models after minutes of training each, not after "
         "the papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are longer runs.",
         "",
         "## Runs and budgets (the 'stochastic' row: spread over seeds)",
         "",
-        _table(["model", "epochs", "seeds", "test error % per seed", "minutes per run (recorded)"], budget_rows),
+        _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)", "minutes per run (recorded)"],
+               budget_rows),
         "",
         f"Recorded training time of all {len(every_run)} runs of this report: {total_minutes:.0f} minutes "
         f"(single-threaded runs, two or three sharing the 2 cores, so each ran slower than it would alone).",
+        "",
+        "## Which differences are real",
+        "",
+        f"McNemar's exact test on the {n_test:,} test canvases for every pair of models: each run is paired "
+        "with the other model's run of the same seed, and only the canvases one reads right and the other "
+        "wrong count. The p-values are also given Holm-adjusted over all the pairs in the table, and the "
+        "verdict uses the adjusted one at 0.05: read a gap between two rows of the headline as real only "
+        "where this table says so. It tests these runs on these canvases; the seed spread above says how "
+        "much another seed could move a model.",
+        "",
+        _table(["A", "B", "seeds paired", "A right, B wrong", "B right, A wrong", "p", "p (Holm)", "verdict"],
+               _paired_rows(tests)) if tests else "(fewer than two models trained)",
         "",
         "## Exact vs approximate gradient",
         "",

@@ -19,6 +19,7 @@ from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
+from glimpse.stats import mcnemar
 from glimpse.training.config import TrainConfig
 
 THRESHOLDS = (0.90, 0.95)
@@ -30,10 +31,26 @@ class SeedRuns:
     experiment: Experiment
     runs: list[dict]
     run_dirs: list[Path]
+    data_dir: str | None = None
 
     @property
     def test_errors(self) -> np.ndarray:
         return np.array([1.0 - r["test_accuracy"] for r in self.runs])
+
+    def right(self, index: int) -> np.ndarray:
+        """Which of today's fixed test canvases run ``index`` read right, (N,) bool, by the code
+        behind evaluate.py: the paired tests need canvas by canvas what the test error summarises.
+        Cached beside its best.pt and used only while it agrees with the run's test accuracy."""
+        run_dir, accuracy = self.run_dirs[index], self.runs[index]["test_accuracy"]
+        cache = run_dir / f"test-right-v{BENCHMARK_VERSION}.npy"
+        if cache.exists():
+            right = np.load(cache)
+            if abs(float(right.mean()) - accuracy) < 1e-9:
+                return right
+        right = evaluate_checkpoint(run_dir / "best.pt", data_dir=self.data_dir, progress=False,
+                                    per_canvas=True)["right"]
+        np.save(cache, right)
+        return right
 
     def model(self, index: int = 0) -> torch.nn.Module:
         run = self.runs[index]
@@ -55,7 +72,31 @@ def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None 
         if payload is not None:
             runs.append(payload)
             dirs.append(run_dir)
-    return SeedRuns(experiment, runs, dirs)
+    return SeedRuns(experiment, runs, dirs, data_dir)
+
+
+def paired_tests(groups: list[SeedRuns]) -> list[dict]:
+    """McNemar's exact test for every pair of experiments, on the same fixed test canvases.
+
+    The runs of matching seeds are paired (seed s of A against seed s of B) and their discordant
+    canvases pooled over the seeds both have. The p-values are Holm-adjusted over all the pairs,
+    so "p < 0.05" holds for the whole table at once, not for one row picked from it."""
+    tests = []
+    for i, a in enumerate(groups):
+        for b in groups[i + 1:]:
+            seeds = [s for s in range(min(len(a.runs), len(b.runs)))
+                     if a.runs[s]["train_config"]["seed"] == b.runs[s]["train_config"]["seed"]]
+            if not seeds:
+                continue
+            right_a = np.concatenate([a.right(s) for s in seeds])
+            right_b = np.concatenate([b.right(s) for s in seeds])
+            tests.append({"a": a.experiment, "b": b.experiment, "seeds": len(seeds), **mcnemar(right_a, right_b)})
+    order = sorted(range(len(tests)), key=lambda k: tests[k]["p"])
+    running = 0.0
+    for rank, k in enumerate(order):  # Holm: the k-th smallest p times (m - k), kept monotone
+        running = max(running, min(1.0, (len(tests) - rank) * tests[k]["p"]))
+        tests[k]["p_holm"] = running
+    return tests
 
 
 def first_reaching(history: list[dict], threshold: float) -> dict | None:

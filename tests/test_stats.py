@@ -1,0 +1,43 @@
+"""Intervals and paired tests the report and README quote."""
+import math
+
+import numpy as np
+import pytest
+
+from glimpse.stats import format_interval, mcnemar, wilson_interval
+
+
+def test_wilson_interval_known_values_and_bounds():
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)  # the textbook value for 0 / 10
+    lo, hi = wilson_interval(250, 10_000)
+    assert lo < 0.025 < hi and hi - lo == pytest.approx(2 * 1.96 * math.sqrt(0.025 * 0.975 / 10_000), rel=0.02)
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0) and wilson_interval(10, 10)[1] <= 1.0
+    assert format_interval(207, 10_000) == "1.81-2.37"
+    with pytest.raises(ValueError, match="errors <= n"):
+        wilson_interval(11, 10)
+
+
+def binomial_p(a: int, b: int) -> float:
+    n = a + b
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(a, b) + 1)) / 2**n)
+
+
+@pytest.mark.parametrize("only_a,only_b", [(0, 10), (3, 9), (7, 7), (40, 60), (0, 0)])
+def test_mcnemar_is_the_exact_binomial_test_on_the_discordant_canvases(only_a, only_b):
+    both = 50
+    right_a = np.array([True] * only_a + [False] * only_b + [True] * both + [False] * 5)
+    right_b = np.array([False] * only_a + [True] * only_b + [True] * both + [False] * 5)
+    result = mcnemar(right_a, right_b)
+    assert (result["only_a"], result["only_b"]) == (only_a, only_b)
+    assert result["p"] == pytest.approx(binomial_p(only_a, only_b) if only_a + only_b else 1.0, rel=1e-9)
+    assert mcnemar(right_b, right_a)["p"] == pytest.approx(result["p"])  # symmetric
+
+
+def test_mcnemar_handles_thousands_of_discordant_canvases_and_refuses_unpaired_input():
+    rng = np.random.default_rng(0)
+    right_a, right_b = rng.random(20_000) < 0.9, rng.random(20_000) < 0.9
+    assert 0.0 <= mcnemar(right_a, right_b)["p"] <= 1.0
+    assert mcnemar(np.r_[np.ones(300, bool), np.zeros(200, bool)], np.r_[np.zeros(300, bool), np.ones(200, bool)])["p"] < 1e-4
+    with pytest.raises(ValueError, match="same canvases"):
+        mcnemar(np.ones(3, bool), np.ones(4, bool))
