@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import evaluate_checkpoint
 from glimpse.models import get_family
-from glimpse.stats import format_interval
+from glimpse.checkpoint import load_checkpoint
+from glimpse.stats import format_interval, holm, mcnemar
 
 REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
     "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 0.8"),
@@ -62,6 +63,9 @@ FRESH_SEED = 20261123  # fresh test canvases: a seed no model was tuned on
 EVAL_SEEDS = 5  # a random first glimpse: the mean over evaluation seeds 0-4
 FIRST = 1000  # tests/test_shipped_checkpoints.py re-scores the first 1,000 test canvases against this file
 README_START, README_END = "<!-- checkpoint-table:start -->", "<!-- checkpoint-table:end -->"
+PAIRED_START, PAIRED_END = "<!-- paired-tests:start -->", "<!-- paired-tests:end -->"
+RESULTS = ROOT / "docs" / "results.md"
+CANVAS_KEYS = ("canvas_size", "n_clutter", "centred_digit", "n_digits")  # what decides the test canvases
 
 
 def interval(error: float, n: int) -> str:
@@ -107,12 +111,51 @@ def table(rows: list[dict], samples: int) -> str:
     return "\n".join(lines)
 
 
+def paired(paths: list[Path], data_dir: str | None) -> list[dict]:
+    """McNemar's exact test for every two checkpoints tested on the same canvases (deterministic
+    evaluation, seed 0), Holm-adjusted over all the pairs."""
+    scored = {}
+    for path in paths:
+        result = evaluate_checkpoint(path, data_dir=data_dir, progress=False, per_canvas=True)
+        task = load_checkpoint(path)["task"]
+        canvases = tuple(task.get(key, 1 if key == "n_digits" else None) for key in CANVAS_KEYS)
+        scored[path.name] = (canvases, result["right"])
+    tests = []
+    names = sorted(scored)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if scored[a][0] == scored[b][0]:
+                size, clutter, _, digits = scored[a][0]
+                task = f"{size}x{size}, {clutter} clutter" + (f", {digits} digits" if digits > 1 else "")
+                tests.append({"task": task, "a": a, "b": b, **mcnemar(scored[a][1], scored[b][1])})
+    return holm(sorted(tests, key=lambda t: (t["task"], t["a"], t["b"])))
+
+
+def paired_table(tests: list[dict]) -> str:
+    lines = ["| canvases | A | B | A right, B wrong | B right, A wrong | p | p (Holm) | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for t in tests:
+        better = t["a"] if t["only_a"] > t["only_b"] else t["b"]
+        verdict = f"`{better}` reads more right" if t["p_holm"] < 0.05 else "no difference shown"
+        lines.append(f"| {t['task']} | `{t['a']}` | `{t['b']}` | {t['only_a']} | {t['only_b']} | {p_value(t['p'])} | "
+                     f"{p_value(t['p_holm'])} | {verdict} |")
+    return "\n".join(lines)
+
+
+def p_value(p: float) -> str:
+    return "< 1e-6" if p < 1e-6 else f"{p:.2g}"
+
+
+def replace_block(path: Path, start: str, end: str, text: str) -> None:
+    content = path.read_text()
+    if start not in content or end not in content:
+        raise ValueError(f"{path} has no {start} ... {end} block to replace")
+    head, rest = content.split(start, 1)
+    path.write_text(head + start + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+
+
 def update_readme(readme: Path, text: str) -> None:
-    content = readme.read_text()
-    if README_START not in content or README_END not in content:
-        raise ValueError(f"{readme} has no {README_START} ... {README_END} block to replace")
-    head, rest = content.split(README_START, 1)
-    readme.write_text(head + README_START + "\n" + text + "\n" + README_END + rest.split(README_END, 1)[1])
+    replace_block(readme, README_START, README_END, text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--only", nargs="+", default=None,
                         help="score only these checkpoints (file names) again; the other rows come from the scores file")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="keep every row of the scores file; compute only the paired tests again")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     paths = sorted(args.checkpoints.glob("*.pt"))
-    if args.only:
+    if args.paired_only:
+        rows = json.loads(SCORES.read_text())["rows"]
+    elif args.only:
         kept = {row["checkpoint"]: row for row in json.loads(SCORES.read_text())["rows"]}
         unknown = sorted(set(args.only) - {p.name for p in paths})
         if unknown:
@@ -139,10 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows = [score(path, args.data_dir, args.samples) for path in paths]
     text = table(rows, args.samples)
-    print(text)
+    tests = paired(paths, args.data_dir)
+    print(text, paired_table(tests), sep="\n\n")
     if args.write:
-        SCORES.write_text(json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows}, indent=1) + "\n")
+        SCORES.write_text(json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows,
+                                      "paired": tests}, indent=1) + "\n")
         update_readme(ROOT / "README.md", text)
+        replace_block(RESULTS, PAIRED_START, PAIRED_END, paired_table(tests))
     return 0
 
 

@@ -43,6 +43,15 @@ def test_the_readme_table_is_the_scores_table():
     assert block == script.table(SCORES["rows"], SCORES["samples"])
 
 
+def test_the_paired_tests_in_the_docs_are_those_of_the_scores_file():
+    script = load_table_script()
+    results = (ROOT / "docs" / "results.md").read_text()
+    block = results.split(script.PAIRED_START, 1)[1].split(script.PAIRED_END, 1)[0].strip()
+    assert block == script.paired_table(SCORES["paired"])
+    shipped = {row["checkpoint"] for row in SCORES["rows"]}
+    assert all({t["a"], t["b"]} <= shipped for t in SCORES["paired"])
+
+
 @pytest.mark.skipif(not HAS_MNIST, reason=f"full MNIST not found in {DATA}")
 @pytest.mark.parametrize("row", SCORES["rows"], ids=lambda row: row["checkpoint"])
 def test_a_checkpoint_scores_its_table_entry(row):

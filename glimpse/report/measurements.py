@@ -19,7 +19,7 @@ from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
-from glimpse.stats import mcnemar
+from glimpse.stats import holm, mcnemar
 from glimpse.training.config import TrainConfig
 
 THRESHOLDS = (0.90, 0.95)
@@ -91,12 +91,7 @@ def paired_tests(groups: list[SeedRuns]) -> list[dict]:
             right_a = np.concatenate([a.right(s) for s in seeds])
             right_b = np.concatenate([b.right(s) for s in seeds])
             tests.append({"a": a.experiment, "b": b.experiment, "seeds": len(seeds), **mcnemar(right_a, right_b)})
-    order = sorted(range(len(tests)), key=lambda k: tests[k]["p"])
-    running = 0.0
-    for rank, k in enumerate(order):  # Holm: the k-th smallest p times (m - k), kept monotone
-        running = max(running, min(1.0, (len(tests) - rank) * tests[k]["p"]))
-        tests[k]["p_holm"] = running
-    return tests
+    return holm(tests)
 
 
 def first_reaching(history: list[dict], threshold: float) -> dict | None:
