@@ -96,6 +96,18 @@ def test_paired_tests_pool_matching_seeds_and_holm_adjust():
     assert all(t["p_holm"] >= t["p"] for t in tests.values())
 
 
+def test_late_gain_says_whether_a_run_converged():
+    from glimpse.report.measurements import CONVERGED, late_gain
+
+    curve = [{"epoch": e, "val_accuracy": a} for e, a in enumerate([0.5, 0.8, 0.9, 0.95, 0.951, 0.9512, 0.951, 0.9515,
+                                                                     0.9514, 0.9516], start=1)]
+    assert late_gain(curve) == pytest.approx(0.9516 - 0.9515)  # best of epochs 1-8 against best of all 10
+    assert late_gain(curve) < CONVERGED
+    still_learning = curve[:4]  # epochs 1-4: the last one gained 5 points
+    assert late_gain(still_learning) == pytest.approx(0.05) and not late_gain(still_learning) < CONVERGED
+    assert late_gain([]) is None
+
+
 def test_time_to_threshold_reads_the_learning_curve():
     curve = lambda accs: {"history": [{"epoch": e + 1, "train_seconds": 10.0 * (e + 1), "val_accuracy": a}
                                       for e, a in enumerate(accs)]}

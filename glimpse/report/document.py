@@ -27,7 +27,7 @@ from glimpse.report import figures
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, FAMILIES, GLIMPSE_COUNTS, MODELS, SWEPT,
                                        TASK_PRESET, Experiment, sweep, with_samples)
 from glimpse.report.measurements import (
-    THRESHOLDS, SeedRuns, attention_gradient_spread, collect, estimator_variance, cost_per_image, paired_tests,
+    CONVERGED, THRESHOLDS, SeedRuns, attention_gradient_spread, late_gain, collect, estimator_variance, cost_per_image, paired_tests,
     throughput, time_to_threshold,
 )
 from glimpse.training.config import family_options, resolve_config
@@ -258,9 +258,12 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
     for group in groups:
         epochs = sorted({r["train_config"]["epochs"] for r in group.runs}) or ["–"]
         minutes = [r.get("train_seconds", math.nan) / 60 for r in group.runs]
+        gains = [late_gain(r.get("history", [])) for r in group.runs]
         budget_rows.append([group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
                             ", ".join(f"{100 * err:.2f} ({format_interval(err * n_test, n_test)})"
                                       for err in group.test_errors) or "–",
+                            ", ".join("–" if g is None else f"{'yes' if g < CONVERGED else 'no'} (+{100 * g:.2f})"
+                                      for g in gains) or "–",
                             _fmt(float(np.mean(minutes)), 1) if minutes else "–"])
     every_run = [r for g in groups for r in g.runs] + [r for entries in sweep_groups.values() for n, g in entries
                                                        for r in g.runs if g.experiment not in settings.models]
@@ -330,8 +333,12 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "",
         "## Runs and budgets (the 'stochastic' row: spread over seeds)",
         "",
-        _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)", "minutes per run (recorded)"],
+        _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)",
+                "converged? (validation points gained in the last 20 % of epochs)", "minutes per run (recorded)"],
                budget_rows),
+        "",
+        "A run counts as converged when its best validation accuracy rose by less than 0.1 point over its "
+        "last 20 % of epochs. Where it did not, its test error is that budget's, not the model's.",
         "",
         f"Recorded training time of all {len(every_run)} runs of this report: {total_minutes:.0f} minutes "
         f"(single-threaded runs, two or three sharing the 2 cores, so each ran slower than it would alone).",

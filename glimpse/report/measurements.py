@@ -99,6 +99,22 @@ def first_reaching(history: list[dict], threshold: float) -> dict | None:
     return next((h for h in history if h["val_accuracy"] >= threshold), None)
 
 
+def late_gain(history: list[dict], share: float = 0.2) -> float | None:
+    """How much the best validation accuracy rose over the last ``share`` of a run's epochs (in
+    accuracy, 0.001 = 0.1 point): a run is converged when this is below 0.001. None without a
+    validation before that window."""
+    if not history:
+        return None
+    last_epoch = history[-1]["epoch"]
+    before = [h["val_accuracy"] for h in history if h["epoch"] <= (1 - share) * last_epoch + 1e-9]
+    if not before:
+        return None
+    return max(h["val_accuracy"] for h in history) - max(before)
+
+
+CONVERGED = 0.001  # a gain below 0.1 point over the last 20 % of epochs
+
+
 def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:
     """Epochs and recorded training seconds until validation accuracy first reached
     ``threshold``, averaged over the seeds that reached it; ``reached`` counts them."""
