@@ -254,7 +254,10 @@ def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_
     table = load_checkpoint_table()
     shutil.copy(hard_checkpoint, tmp_path / "ram-cluttered60.pt")
     table.main(["--checkpoints", str(tmp_path), "--data-dir", "bundled", "--samples", "2"])
-    row = capsys.readouterr().out.strip().splitlines()[-1].split(" | ")
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith("| `ram-cluttered60.pt`")]
+    assert len(rows) == 1, lines  # one row in the results table; no pair to test with one checkpoint
+    row = rows[0].split(" | ")
     deterministic = 100 * (1 - load_checkpoint(hard_checkpoint)["test_accuracy"])
     assert row[0] == "| `ram-cluttered60.pt`"
     error, interval = row[1].split(" (")
