@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 
 import torch
-import torch.nn.functional as F
 
 
 
@@ -30,7 +29,17 @@ def integral_images(canvases: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"canvases must be (B, H, W) uint8, got {tuple(canvases.shape)} {canvases.dtype}")
     batch, height, width = canvases.shape
     dtype = torch.float32 if 255 * height * width < EXACT_FLOAT32_LIMIT else torch.float64
-    return F.pad(canvases.to(dtype), (1, 0, 1, 0)).cumsum_(2).cumsum_(1)
+    ii = torch.empty((batch, height + 1, width + 1), dtype=dtype, device=canvases.device)
+    ii[:, 0].zero_()
+    ii[:, 1:, 0].zero_()
+    ii[:, 1:, 1:].copy_(canvases).cumsum_(2)
+    if ii.device.type == "cpu":  # torch's CPU cumsum across rows is slow: adding row after row is ~2x faster
+        rows = ii.unbind(1)
+        for y in range(1, height + 1):
+            rows[y].add_(rows[y - 1])
+    else:  # one kernel, not H launches
+        ii.cumsum_(1)
+    return ii
 
 
 def patch_origin(centre_px: torch.Tensor, width: torch.Tensor | int) -> torch.Tensor:
@@ -63,7 +72,7 @@ def extract_glimpses(ii: torch.Tensor, locations: torch.Tensor, glimpse_size: in
     xy_edges = torch.minimum((origin[..., None] + edges).clamp_(min=0), size[None, :, None, None])
     flat_index = (xy_edges[:, 1, :, :, None] * (width + 1) + xy_edges[:, 0, :, None, :]).view(batch, -1)
     corners = ii.view(batch, -1).gather(1, flat_index).view(batch, n_scales, glimpse_size + 1, glimpse_size + 1)
-    box_sums = corners[..., 1:, 1:] - corners[..., :-1, 1:] - corners[..., 1:, :-1] + corners[..., :-1, :-1]
+    box_sums = corners.diff(dim=-1).diff(dim=-2)  # = c11 - c01 - c10 + c00, exact on integer sums, 2 ops not 3
     return (box_sums / norm).to(torch.float32)
 
 

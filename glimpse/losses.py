@@ -45,8 +45,7 @@ def digit_returns(correct: torch.Tensor, per_digit: int, steps: int) -> torch.Te
 
 
 def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor, log_probs: torch.Tensor,
-                baselines: torch.Tensor, reinforce_weight: float = 1.0, baseline_weight: float = 1.0,
-                samples: int = 1) -> HybridLoss:
+                baselines: torch.Tensor, samples: int = 1) -> HybridLoss:
     """Cross-entropy + REINFORCE with a baseline + the learned baseline's squared error.
 
     Args:
@@ -77,5 +76,5 @@ def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor
         baseline = F.mse_loss(baselines, reward.expand_as(baselines))
     else:  # one glimpse: no location is ever chosen, so there is nothing to reinforce or predict
         baseline = baselines.sum()
-    total = classification + reinforce_weight * reinforce + baseline_weight * baseline
+    total = classification + reinforce + baseline
     return HybridLoss(total, classification, reinforce, baseline, advantage)
