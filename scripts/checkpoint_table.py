@@ -82,14 +82,18 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
     errors = [result["error"]] + [evaluate_checkpoint(path, data_dir=data_dir, seed=s, progress=False)["error"]
                                   for s in seeds[1:]]
     first = evaluate_checkpoint(path, data_dir=data_dir, limit=FIRST, progress=False)
+    # fresh canvases, and for a random first glimpse fresh first glimpses too (evaluation seeds
+    # EVAL_SEEDS..2*EVAL_SEEDS-1): on centred 28x28 digits the canvases cannot differ, the draws can
+    fresh_seeds = [s + EVAL_SEEDS for s in seeds] if len(seeds) > 1 else seeds
     fresh = [evaluate_checkpoint(path, data_dir=data_dir, canvas_seed=FRESH_SEED, seed=s, progress=False)["error"]
-             for s in seeds]
+             for s in fresh_seeds]
     row = {"checkpoint": path.name, "benchmark": BENCHMARK_VERSION, "kind": result["kind"], "n": result["n"],
            "test_error": sum(errors) / len(errors), f"first_{FIRST}_error": first["error"], "fresh_seed": FRESH_SEED,
            "fresh_error": sum(fresh) / len(fresh), "train_minutes": (result["train_seconds"] or 0) / 60,
            "command": command(result["train_config"])}
     if len(errors) > 1:
-        row.update(eval_seeds=len(errors), test_errors_by_seed=errors, fresh_errors_by_seed=fresh)
+        row.update(eval_seeds=len(errors), test_errors_by_seed=errors, fresh_eval_seeds=fresh_seeds,
+                   fresh_errors_by_seed=fresh)
     if get_family(result["kind"]).mode == "hard" and samples:
         sampled = evaluate_checkpoint(path, data_dir=data_dir, samples=samples, progress=False)
         row.update(samples=samples, sampled_error=sampled["error"])
@@ -106,9 +110,16 @@ def table(rows: list[dict], samples: int) -> str:
         seeds = f", mean of seeds 0-{row['eval_seeds'] - 1}" if "eval_seeds" in row else ""
         lines.append(f"| `{row['checkpoint']}` | {100 * row['test_error']:.2f} ({interval(row['test_error'], row['n'])}"
                      f"{seeds}) "
-                     f"| {100 * row['fresh_error']:.2f} | {sampled} | {target} | {published} | "
+                     f"| {100 * row['fresh_error']:.2f}{fresh_seeds(row)} | {sampled} | {target} | {published} | "
                      f"{row['train_minutes']:.0f} min | `{row['command']}` |")
     return "\n".join(lines)
+
+
+def fresh_seeds(row: dict) -> str:
+    """How the fresh column of a random-first-glimpse row was drawn (rows scored before it had
+    fresh evaluation seeds of its own used seeds 0..EVAL_SEEDS-1 there too)."""
+    seeds = row.get("fresh_eval_seeds")
+    return f" (mean of seeds {seeds[0]}-{seeds[-1]})" if seeds else ""
 
 
 def paired(paths: list[Path], data_dir: str | None) -> list[dict]:

@@ -304,3 +304,30 @@ def test_checkpoint_table_only_rescores_the_named_rows(hard_checkpoint, tmp_path
     assert "| `b.pt` | 50.00 (" in out and "| `a.pt` | " in out
     assert table.main([*argv, "--only", "missing.pt"]) == 2
     assert "no missing.pt" in capsys.readouterr().err
+
+
+def test_checkpoint_table_draws_fresh_first_glimpses_for_a_random_first_glimpse(monkeypatch, tmp_path):
+    """A model whose first glimpse falls at random: its test error is the mean over evaluation
+    seeds 0-4, and its fresh column uses fresh canvases *and* evaluation seeds 5-9 (on centred
+    digits the canvases cannot differ, so only new draws make the column an independent check)."""
+    table = load_checkpoint_table()
+    calls = []
+
+    def fake_evaluation(path, data_dir=None, seed=0, canvas_seed=None, limit=None, progress=True, **_):
+        calls.append((canvas_seed, seed, limit))
+        return {"error": 0.01 * (seed + 1), "n": 100, "kind": "ram", "train_seconds": 60.0,
+                "train_config": {"first_location": how}}
+
+    monkeypatch.setattr(table, "evaluate_checkpoint", fake_evaluation)
+    monkeypatch.setattr(table, "command", lambda config: "python train.py")
+    how = "random"
+    row = table.score(tmp_path / "a.pt", None, samples=0)
+    fresh = [seed for canvas_seed, seed, _ in calls if canvas_seed == table.FRESH_SEED]
+    assert fresh == [5, 6, 7, 8, 9] and row["fresh_eval_seeds"] == fresh
+    assert row["test_error"] == pytest.approx(0.03) and row["fresh_error"] == pytest.approx(0.08)
+    assert "(mean of seeds 5-9)" in table.table([row], samples=0)
+    calls.clear()
+    how = "centre"  # deterministic: one evaluation of each set, no seeds in the table
+    row = table.score(tmp_path / "b.pt", None, samples=0)
+    assert [seed for canvas_seed, seed, _ in calls if canvas_seed == table.FRESH_SEED] == [0]
+    assert "eval_seeds" not in row and "mean of seeds" not in table.table([row], samples=0)
