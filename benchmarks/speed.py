@@ -1,6 +1,7 @@
 """Speed of the lab's parts, measured in one process on the same data, printed as tables.
 
     python benchmarks/speed.py --threads 1               # the CPU rows (a few minutes)
+    python benchmarks/speed.py --threads 1 --processes 2 --no-families   # RAM 28x28 on 2 cores, as torchrun
     python benchmarks/speed.py --quick                   # fewer repetitions
     python benchmarks/speed.py --device cuda --episodes 4096,65536 --batch-sizes 128,1024
 
@@ -10,7 +11,8 @@ Rows:
   (trusted actions, no host sync); and gymnasium's sync vectorisation of the single env;
 - RAM training on the 28x28 preset (Mnih et al.'s sensor) at batch 128: images/s, FLOPs per image
   (forward and backward, counted by torch.utils.flop_counter) and the fraction of the machine's
-  matrix-multiply rate (measured here, at the same thread count) that the step reaches;
+  matrix-multiply rate (measured here, at the same thread count) that the step reaches; on the
+  CPU also the same training by --processes single-threaded processes together (as torchrun);
 - training images/s of every attention family on --preset at each --batch-sizes, evaluation
   images/s, and where a training step's time goes.
 
@@ -29,7 +31,7 @@ from envs.engine import fixed_canvas_set
 from glimpse.cli import fail, markdown_table
 from glimpse.models import list_families
 from glimpse.speed import (TRAINING_PHASES, env_steps_per_second, eval_images_per_second, matmul_gflops,
-                           training_flops_per_image, training_speed)
+                           parallel_training_speed, training_flops_per_image, training_speed)
 from glimpse.training import distributed
 from glimpse.training.config import family_options, resolve_config
 
@@ -58,12 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", type=int_list, default=(128,), help="training batch sizes to time")
     parser.add_argument("--preset", default="cluttered60", choices=("cluttered60", "cluttered100"),
                         help="the task the families are timed on")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="also time RAM 28x28 training with this many single-threaded CPU processes "
+                             "together (as torchrun --nproc_per_node; 0 or 1: skip)")
     parser.add_argument("--no-families", action="store_true", help="only the env and the RAM 28x28 rows")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
     try:
         if args.threads < 0:
             raise ValueError(f"--threads must be >= 0, got {args.threads}")
+        if args.processes < 0 or 128 % max(1, args.processes):
+            raise ValueError(f"--processes must divide the batch of 128, got {args.processes}")
         device = distributed.resolve_device(args.device)
         data = load_mnist(args.data_dir)
     except (ValueError, DataError) as exc:
@@ -96,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                 (f"matrix-multiply GFLOP/s here ({torch.get_num_threads()} threads, 128x256 @ 256x256)", f"{peak:.1f}"),
                 ("ceiling at that rate, images/s", f"{peak * 1e9 / flops:,.0f}"),
                 ("fraction of the ceiling", f"{speed * flops / (peak * 1e9):.0%}")]
+    if args.processes > 1 and device.type == "cpu":
+        together = parallel_training_speed(config, args.data_dir, 50 * reps, args.processes)
+        ram_rows.append((f"images/s, {args.processes} processes of 1 thread (torchrun)", f"{together:,.0f}"))
     print(f"\nRAM training, mnist28 preset, batch 128, on {device}:")
     print(markdown_table(("measure", "value"), ram_rows, pad=True))
     if args.no_families:

@@ -124,6 +124,62 @@ def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, devic
     return images_per_second, {phase: 1000 * seconds / steps for phase, seconds in spent.items()}, learner
 
 
+def parallel_training_speed(config: TrainConfig, data_dir, steps: int, processes: int, warmup: int = 2) -> float:
+    """Images/s of ``processes`` CPU processes of one thread each training one model together, as
+    ``torchrun --nproc_per_node=N train.py`` does (DistributedDataParallel over gloo, each
+    process on its slice of every global batch of ``config.batch_size``): the way to put several
+    cores to work on models whose matrices are too small to split across threads. Timed from a
+    barrier after ``warmup`` steps to a barrier after ``steps`` more (so the slowest process counts)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    if config.batch_size % processes:
+        raise ValueError(f"batch size {config.batch_size} is not divisible by {processes} processes")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    seconds = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(_parallel_training_worker, args=(processes, port, config.to_dict(), data_dir, steps, warmup,
+                                                        seconds), nprocs=processes, start_method="spawn")
+    return steps * config.batch_size / seconds.get()
+
+
+def _parallel_training_worker(rank: int, world: int, port: int, config: dict, data_dir, steps: int, warmup: int,
+                              seconds) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    from envs.data import load_mnist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        config = TrainConfig.from_dict(config)
+        data = load_mnist(data_dir)
+        learner = make_learner(config, data, "cpu", rank, world)
+        learner.forward = torch.nn.parallel.DistributedDataParallel(learner.model)
+        optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
+        start = 0.0
+        for step in range(warmup + steps):
+            if step == warmup:
+                dist.barrier()
+                start = time.perf_counter()
+            loss, _ = learner.loss(batch_indices(0, step, len(data.train), config.batch_size), step_seed(0, step))
+            optimizer.zero_grad()
+            loss.backward()
+            if config.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
+            optimizer.step()
+        dist.barrier()
+        if rank == 0:
+            seconds.put(time.perf_counter() - start)
+    finally:
+        dist.destroy_process_group()
+
+
 def eval_images_per_second(kind: str, model, task: dict, images: np.ndarray, batch_size: int = 500) -> float:
     """Images/s of deterministic prediction on (N, H, W) uint8 canvases, on the model's device
     (the probabilities come back to the CPU, which waits for them)."""

@@ -57,3 +57,23 @@ def test_training_flops_are_counted_for_forward_and_backward(bundled):
     config = resolve_config({"preset": "mnist28", "mode": "hard", "batch_size": 16, "data_dir": "bundled"})
     flops = training_flops_per_image(make_learner(config, bundled), 16)
     assert 5e6 < flops < 10e6
+
+
+def test_parallel_training_speed_runs_processes_together(bundled):
+    """Two single-threaded processes train one RAM together (DistributedDataParallel over gloo)."""
+    import torch.distributed as dist
+
+    from glimpse.speed import parallel_training_speed
+
+    if not (dist.is_available() and dist.is_gloo_available()):
+        pytest.skip("torch.distributed with the gloo backend is not available")
+    config = resolve_config({"preset": "mnist28", "mode": "hard", "batch_size": 8, "data_dir": "bundled"})
+    assert parallel_training_speed(config, "bundled", steps=2, processes=2, warmup=1) > 0
+    with pytest.raises(ValueError, match="divisible"):
+        parallel_training_speed(config, "bundled", steps=1, processes=3)
+
+
+def test_speed_benchmark_rejects_processes_that_do_not_divide_the_batch(capsys):
+    benchmark = load_benchmark()
+    assert benchmark.main(["--processes", "3", "--data-dir", "bundled"]) == 2
+    assert "--processes" in capsys.readouterr().err
