@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("reports"), help="where compare.md and the PNGs go")
     parser.add_argument("--train", action="store_true", help="train the missing runs first")
     parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per model (the glimpse sweep uses seed 0)")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per model (the glimpse sweep uses seed 0)")
     parser.add_argument("--models", default=",".join(e.name for e in MODELS),
                         help="comma-separated models to compare")
     parser.add_argument("--glimpses", default=",".join(map(str, GLIMPSE_COUNTS)),
