@@ -127,8 +127,8 @@ def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, devic
 def parallel_training_speed(config: TrainConfig, data_dir, steps: int, processes: int, warmup: int = 2) -> float:
     """Images/s of ``processes`` CPU processes of one thread each training one model together, as
     ``torchrun --nproc_per_node=N train.py`` does (DistributedDataParallel over gloo, each
-    process on its slice of every global batch of ``config.batch_size``): the way to put several
-    cores to work on models whose matrices are too small to split across threads. Timed from a
+    process on its slice of every global batch of ``config.batch_size``): the other way than
+    threads to put several cores to work on a model whose matrices are small. Timed from a
     barrier after ``warmup`` steps to a barrier after ``steps`` more (so the slowest process counts)."""
     import socket
 

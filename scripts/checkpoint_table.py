@@ -84,7 +84,7 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
     first = evaluate_checkpoint(path, data_dir=data_dir, limit=FIRST, progress=False)
     # fresh canvases, and for a random first glimpse fresh first glimpses too (evaluation seeds
     # EVAL_SEEDS..2*EVAL_SEEDS-1): on centred 28x28 digits the canvases cannot differ, the draws can
-    fresh_seeds = [s + EVAL_SEEDS for s in seeds] if len(seeds) > 1 else seeds
+    fresh_seeds = [s + EVAL_SEEDS for s in seeds] if len(seeds) > 1 else list(seeds)
     fresh = [evaluate_checkpoint(path, data_dir=data_dir, canvas_seed=FRESH_SEED, seed=s, progress=False)["error"]
              for s in fresh_seeds]
     row = {"checkpoint": path.name, "benchmark": BENCHMARK_VERSION, "kind": result["kind"], "n": result["n"],
@@ -110,12 +110,12 @@ def table(rows: list[dict], samples: int) -> str:
         seeds = f", mean of seeds 0-{row['eval_seeds'] - 1}" if "eval_seeds" in row else ""
         lines.append(f"| `{row['checkpoint']}` | {100 * row['test_error']:.2f} ({interval(row['test_error'], row['n'])}"
                      f"{seeds}) "
-                     f"| {100 * row['fresh_error']:.2f}{fresh_seeds(row)} | {sampled} | {target} | {published} | "
+                     f"| {100 * row['fresh_error']:.2f}{fresh_seeds_note(row)} | {sampled} | {target} | {published} | "
                      f"{row['train_minutes']:.0f} min | `{row['command']}` |")
     return "\n".join(lines)
 
 
-def fresh_seeds(row: dict) -> str:
+def fresh_seeds_note(row: dict) -> str:
     """How the fresh column of a random-first-glimpse row was drawn (rows scored before it had
     fresh evaluation seeds of its own used seeds 0..EVAL_SEEDS-1 there too)."""
     seeds = row.get("fresh_eval_seeds")
