@@ -15,7 +15,7 @@ import torch
 from envs import TASKS, ClutteredMNISTVectorEnv
 from glimpse.inference import predict_probabilities
 from glimpse.training.config import TrainConfig
-from glimpse.training.loop import batch_indices, make_learner, step_seed
+from glimpse.training.loop import batch_indices, make_learner, make_optimizer, step_seed
 
 ENV_ID = "glimpse/ClutteredMNIST60-v1"
 
@@ -100,7 +100,7 @@ def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, devic
     """
     device = torch.device(device)
     learner = make_learner(config, data, device)
-    optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
+    optimizer = make_optimizer(learner.model, config.lr)
     n_train = len(data.train)
     spent = dict.fromkeys(TRAINING_PHASES, 0.0)
     for step in range(steps + warmup):
@@ -161,7 +161,7 @@ def _parallel_training_worker(rank: int, world: int, port: int, config: dict, da
         data = load_mnist(data_dir)
         learner = make_learner(config, data, "cpu", rank, world)
         learner.forward = torch.nn.parallel.DistributedDataParallel(learner.model)
-        optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
+        optimizer = make_optimizer(learner.model, config.lr)
         start = 0.0
         for step in range(warmup + steps):
             if step == warmup:

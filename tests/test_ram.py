@@ -46,6 +46,31 @@ def test_step_shapes(core):
         model(torch.rand(B, 2, 12, 12), torch.zeros(B, 2), state)
 
 
+@pytest.mark.parametrize("core", ["rnn", "lstm"])
+def test_core_from_rest_equals_zero_state(core):
+    """The empty state skips the first recurrent product; it must act as h_0 = c_0 = 0, forward and backward."""
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(core=core))
+    assert model.initial_state(B) == ()
+    glimpse, location = torch.rand(B, 3, 12, 12), torch.rand(B, 2) * 2 - 1
+    zeros = tuple(torch.zeros(B, 256) for _ in range(2 if core == "lstm" else 1))
+    outputs = []
+    for state in ((), zeros):
+        model.zero_grad()
+        first = model(glimpse, location, state)
+        second = model(glimpse, location, first.state)  # the state the rest start hands on
+        (second.logits.sum() + second.mean.sum()).backward()
+        outputs.append((first, second, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (first_rest, second_rest, grads_rest), (first_zero, second_zero, grads_zero) = outputs
+    for a, b in ((first_rest, first_zero), (second_rest, second_zero)):
+        torch.testing.assert_close(a.logits, b.logits)
+        for x, y in zip(a.state, b.state, strict=True):
+            torch.testing.assert_close(x, y)
+    assert grads_rest.keys() == grads_zero.keys()
+    for name in grads_rest:
+        torch.testing.assert_close(grads_rest[name], grads_zero[name], msg=name)
+
+
 def test_rollout_shapes():
     torch.manual_seed(0)
     r = rollout(RecurrentAttentionModel(RAMConfig()))

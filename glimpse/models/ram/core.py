@@ -1,4 +1,10 @@
-"""RAM's core network f_h: the recurrent state that accumulates glimpses."""
+"""RAM's core network f_h: the recurrent state that accumulates glimpses.
+
+A core starts from rest, the empty state ``()``: the same as all-zero states, but the first step
+skips the recurrent matrix product (and its gradient), which would only multiply zeros. That is
+one of RAM's six or eight recurrent products per episode, the one a zero tensor would make a
+full-cost no-op.
+"""
 from __future__ import annotations
 
 import torch
@@ -6,7 +12,8 @@ from torch import nn
 
 
 class ReLURNNCore(nn.Module):
-    """h_t = ReLU(Linear(h_{t-1}) + Linear(g_t)), the paper's core. State: (h,), h (B, hidden)."""
+    """h_t = ReLU(Linear(h_{t-1}) + Linear(g_t)), the paper's core. State: (h,), h (B, hidden),
+    or ``()`` at rest (h_0 = 0)."""
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
@@ -15,16 +22,20 @@ class ReLURNNCore(nn.Module):
         self.hidden_to_hidden = nn.Linear(hidden_size, hidden_size, bias=False)
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
-        return (torch.zeros(batch, self.hidden_size, device=device),)
+        return ()
 
     def forward(self, g: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """g (B, input) -> h_t (B, hidden) and the new state."""
-        h = torch.relu(self.input_to_hidden(g) + self.hidden_to_hidden(state[0]))
+        drive = self.input_to_hidden(g)
+        if state:  # the recurrent term added inside the product: one addmm, no separate sum
+            drive = torch.addmm(drive, state[0], self.hidden_to_hidden.weight.t())
+        h = torch.relu(drive)
         return h, (h,)
 
 
 class LSTMCore(nn.Module):
-    """LSTM core (the paper's choice for harder tasks). State: (h, c), each (B, hidden)."""
+    """LSTM core (the paper's choice for harder tasks). State: (h, c), each (B, hidden), or
+    ``()`` at rest (h_0 = c_0 = 0)."""
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
@@ -32,11 +43,19 @@ class LSTMCore(nn.Module):
         self.cell = nn.LSTMCell(input_size, hidden_size)
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
-        zeros = torch.zeros(batch, self.hidden_size, device=device)
-        return (zeros, zeros.clone())
+        return ()
 
     def forward(self, g: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        h, c = self.cell(g, state)
+        """g (B, input) -> h_t (B, hidden) and the new state (h_t, c_t)."""
+        if state:
+            h, c = self.cell(g, state)
+            return h, (h, c)
+        # from rest, LSTMCell's gates with h_0 = c_0 = 0: the forget gate has nothing to forget
+        cell = self.cell
+        gates = torch.addmm(cell.bias_ih + cell.bias_hh, g, cell.weight_ih.t())
+        in_gate, _, candidate, out_gate = gates.chunk(4, dim=1)  # LSTMCell's order: i, f, g, o
+        c = torch.sigmoid(in_gate) * torch.tanh(candidate)
+        h = torch.sigmoid(out_gate) * torch.tanh(c)
         return h, (h, c)
 
 

@@ -50,4 +50,5 @@ class GlimpseNetwork(nn.Module):
     def forward(self, glimpse: torch.Tensor, location: torch.Tensor) -> torch.Tensor:
         h_what = torch.relu(self.what(glimpse.flatten(1) if isinstance(self.what, nn.Linear) else glimpse))
         h_where = torch.relu(self.where(location))
-        return torch.relu(self.what_out(h_what) + self.where_out(h_where))
+        # what_out(h_what) + where_out(h_where) in one addmm: no separate sum tensor to make and add
+        return torch.relu(torch.addmm(self.what_out(h_what), h_where, self.where_out.weight.t()))
