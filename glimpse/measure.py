@@ -210,7 +210,8 @@ def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray
     else:
         options = None if indices is None else {"indices": np.asarray(indices)}
     with _requires_grad(params):
-        rollout = run_episodes(model, env, sample=True, generator=generator, seed=seed, options=options)
+        rollout = run_episodes(model, env, sample=True, generator=generator, seed=seed, options=options,
+                               samples=samples)
         loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
                            samples=samples)
         return _flat_grad(loss.reinforce, params)

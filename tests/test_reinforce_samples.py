@@ -42,6 +42,43 @@ def test_each_image_is_played_k_times_on_one_canvas(learner):
     assert not (canvases[:K] == canvases[K:2 * K]).all()
 
 
+@pytest.mark.parametrize("core", ["rnn", "lstm"])
+def test_the_shared_first_read_equals_reading_every_trajectory(core):
+    """K trajectories of a canvas share its first glimpse: reading it once (``samples=K``) must
+    give what reading it K times gives, forward and backward, under the same location noise."""
+    from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
+    from glimpse.models.ram.rollout import episode_env, run_episodes
+
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig(core=core, reinforce_into_core=0.1))
+    task = dict(canvas_size=60, n_clutter=4, glimpse_size=12, n_scales=3, n_glimpses=4)
+    generator = torch.Generator().manual_seed(5)
+    images = torch.randint(0, 256, (3, 60, 60), dtype=torch.uint8, generator=generator)
+    first = torch.rand(3, 2, generator=generator) * 2 - 1
+    options = {"images": images.repeat_interleave(K, 0), "labels": torch.arange(3).repeat_interleave(K),
+               "first_location": first.repeat_interleave(K, 0)}
+    noise = torch.randn(3 * K, 3, 2, generator=generator)
+    results = []
+    for samples in (1, K):
+        steps = iter(noise.unbind(1))
+        rollout = run_episodes(model, episode_env(task, 3 * K, validate=False), sample=True, options=options,
+                               noise=lambda mean: next(steps), samples=samples)
+        parts = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
+                            samples=K)
+        model.zero_grad()
+        parts.total.backward()
+        results.append((rollout, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (every, every_grads), (shared, shared_grads) = results
+    for name in ("logits", "log_probs", "baselines", "locations"):
+        torch.testing.assert_close(getattr(shared, name), getattr(every, name), msg=name)
+    assert len({tuple(row) for row in shared.locations[:K, 1].tolist()}) == K  # the trajectories do part
+    for name, grad in every_grads.items():
+        torch.testing.assert_close(shared_grads[name], grad, msg=name)
+    with pytest.raises(ValueError, match="cannot hold 5 trajectories"):
+        run_episodes(model, episode_env(task, 3 * K, validate=False), sample=True, options=options,
+                     noise=lambda mean: torch.zeros_like(mean), samples=5)
+
+
 def test_the_advantage_ignores_the_learned_baseline_and_routes_as_reinforce_should(learner):
     model = learner.model
     torch.manual_seed(1)

@@ -64,7 +64,7 @@ class HardAttentionLearner:
         def per_trajectory(rows: torch.Tensor) -> torch.Tensor:
             return rows[lo:hi].repeat_interleave(k, dim=0)
 
-        rollout = run_episodes(self.model, self.env, sample=True, noise=noise, forward=self.forward,
+        rollout = run_episodes(self.model, self.env, sample=True, noise=noise, forward=self.forward, samples=k,
                                options={"images": per_trajectory(batch.images), "labels": per_trajectory(batch.labels),
                                         "first_location": per_trajectory(first)})
         predictions = rollout.logits.argmax(-1)

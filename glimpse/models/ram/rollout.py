@@ -35,7 +35,8 @@ class Rollout(NamedTuple):
 
 def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator: torch.Generator | None = None,
                  seed: int | None = None, options: dict | None = None, record_glimpses: bool = False,
-                 noise: Callable[[torch.Tensor], torch.Tensor] | None = None, forward=None) -> Rollout:
+                 noise: Callable[[torch.Tensor], torch.Tensor] | None = None, forward=None,
+                 samples: int = 1) -> Rollout:
     """Play one episode in each of the env's ``num_envs`` slots.
 
     ``sample=True`` draws locations from the Gaussian policy (training); ``False`` follows its
@@ -45,6 +46,12 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     is called for each step (default ``model``; a DistributedDataParallel wrapper of it in
     training). The env (:class:`envs.ClutteredMNISTVectorEnv`) speaks torch; on the model's
     device the episode never leaves it: nothing here reads a tensor value on the host.
+
+    ``samples`` = K > 1 says that the slots hold K trajectories of each canvas next to each
+    other, all from the same first location (the trainer's --reinforce-samples): their first
+    glimpses are then the same, so the model reads each once and the K share its output (and,
+    through ``repeat_interleave``, sum their gradients into it). Only the sampled locations
+    differ. Nothing checks that the K rows agree: that is the caller's promise.
 
     A model whose config has ``policy="random"`` (the random-glimpse baseline) ignores its
     policy: each next location is uniform on [-1, 1]^2, made from the same standard normal
@@ -64,6 +71,8 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     random_policy = getattr(model.config, "policy", "learned") == "random"
     if random_policy and generator is None and noise is None:
         generator = torch.Generator().manual_seed(seed or 0)
+    if env.num_envs % samples:
+        raise ValueError(f"{env.num_envs} episodes cannot hold {samples} trajectories of every canvas")
     info = {}
     for t in range(n_glimpses):
         glimpse = observation["glimpse"].to(device)
@@ -71,7 +80,10 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
         locations.append(location)
         if record_glimpses:
             glimpses.append(glimpse)
-        out = forward(glimpse, location, state)
+        if t == 0 and samples > 1:  # one read per canvas, shared by its K trajectories
+            out = _repeat_each(forward(glimpse[::samples], location[::samples], state), samples)
+        else:
+            out = forward(glimpse, location, state)
         state = out.state
         if (t + 1) % per_digit == 0:  # the end of a digit's block: its answer
             digit_logits.append(out.logits)
@@ -109,6 +121,16 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
         locations=torch.stack(locations, 1),
         glimpses=torch.stack(glimpses, 1) if record_glimpses else None,
     )
+
+
+def _repeat_each(step, times: int):
+    """Every tensor of a model step's output (a NamedTuple of tensors and a state tuple), each row
+    repeated ``times`` times in place."""
+    def repeat(value):
+        if isinstance(value, tuple):
+            return type(value)(repeat(item) for item in value)
+        return value.repeat_interleave(times, dim=0)
+    return step._make(repeat(value) for value in step)
 
 
 def episode_env(task: dict, num_envs: int, device: torch.device | str = "cpu",
