@@ -43,8 +43,9 @@ def scalars(run_dir: Path, tag: str) -> list[float]:
     return [event.value for event in events.Scalars(tag)]
 
 
-@pytest.mark.parametrize("mode", [["--mode", "hard"], ["--mode", "soft", "--soft-arch", "draw", "--hidden-size", "64"]],
-                         ids=["ram", "draw"])
+@pytest.mark.parametrize("mode", [["--mode", "hard"], ["--mode", "hard", "--reinforce-samples", "2"],
+                                  ["--mode", "soft", "--soft-arch", "draw", "--hidden-size", "64"]],
+                         ids=["ram", "ram-two-samples", "draw"])
 def test_two_processes_train_what_one_process_trains(tmp_path, mode):
     args = [*FAST, "--preset", "cluttered60", "--batch-size", "32", "--max-steps", "6", "--val-every", "3",
             "--checkpoint-every", "2", *mode, "--run-dir", str(tmp_path)]
@@ -62,6 +63,13 @@ def test_two_processes_train_what_one_process_trains(tmp_path, mode):
     for tag in ("losses/total", "train/accuracy"):
         assert scalars(tmp_path / "two", tag) == pytest.approx(scalars(tmp_path / "one", tag), rel=1e-4, abs=1e-5)
     assert len(list((tmp_path / "two").glob("events.out.tfevents.*"))) == 1  # only rank 0 writes TensorBoard
+
+
+def test_one_glimpse_trains_across_processes(tmp_path):
+    """One glimpse uses neither the policy nor the core's recurrent weights: DDP must be told."""
+    result = torchrun(2, *FAST, "--mode", "hard", "--preset", "mnist28", "--n-glimpses", "1", "--batch-size", "16",
+                      "--max-steps", "2", "--run-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_batch_not_divisible_by_processes_is_a_clear_error(tmp_path):

@@ -201,7 +201,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
             learner.forward = torch.nn.parallel.DistributedDataParallel(
                 learner.model, device_ids=[device] if device.type == "cuda" else None,
-                find_unused_parameters=config.random_glimpses)  # random glimpses leave the policy unused
+                # random glimpses leave the policy unused; a one-glimpse episode the core's recurrent weights
+                find_unused_parameters=config.random_glimpses or config.n_glimpses * config.n_digits == 1)
 
     except BaseException:
         if owner is not None:
