@@ -1,9 +1,8 @@
 """RAM's core network f_h: the recurrent state that accumulates glimpses.
 
 A core starts from rest, the empty state ``()``: the same as all-zero states, but the first step
-skips the recurrent matrix product (and its gradient), which would only multiply zeros. That is
-one of RAM's six or eight recurrent products per episode, the one a zero tensor would make a
-full-cost no-op.
+skips the recurrent matrix product and its gradient, which would only multiply zeros
+(``initial_state`` keeps its batch and device arguments for callers; rest needs neither).
 """
 from __future__ import annotations
 

@@ -59,6 +59,8 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     generator the noise comes from ``seed``, so evaluation is deterministic. Its log-probs are
     zeros: there is nothing for REINFORCE to train.
     """
+    if env.num_envs % samples:
+        raise ValueError(f"{env.num_envs} episodes cannot hold {samples} trajectories of every canvas")
     observation, _ = env.reset(seed=seed, options=options)
     task = env.unwrapped.task
     n_glimpses, per_digit = task.episode_length, task.n_glimpses
@@ -71,8 +73,6 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     random_policy = getattr(model.config, "policy", "learned") == "random"
     if random_policy and generator is None and noise is None:
         generator = torch.Generator().manual_seed(seed or 0)
-    if env.num_envs % samples:
-        raise ValueError(f"{env.num_envs} episodes cannot hold {samples} trajectories of every canvas")
     info = {}
     for t in range(n_glimpses):
         glimpse = observation["glimpse"].to(device)
