@@ -5,7 +5,11 @@
 
 Every digit of the split is placed once, by the task's recipe (envs/engine.py), with clutter and
 positions drawn from ``--seed``: the same recipe as the fixed test set (seed 2), other canvases.
-A seed nobody tuned on gives an independent check of a shipped number.
+A seed nobody tuned on gives an independent check of a shipped number. Canvases of the training
+digits (``--split train``, ``--limit`` for the first N) show how a model fits what it trained on:
+the gap to the test error is what it overfits.
+
+    python scripts/make_canvases.py --preset cluttered60 --split train --limit 10000 --seed 777 --out train60.npz
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.engine import fixed_canvas_set
-from envs.data import DataError, load_mnist
+from envs.data import SPLITS, DataError, load_mnist
 from envs.task import TASKS, GlimpseTask
 from glimpse.cli import fail
 
@@ -25,16 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(TASKS), default="cluttered60", help="the task's canvas recipe")
     parser.add_argument("--seed", type=int, required=True, help="seed of clutter and positions")
-    parser.add_argument("--split", choices=("test", "val"), default="test", help="which digits")
+    parser.add_argument("--split", choices=SPLITS, default="test",
+                        help="which digits: train for the fit on what a model trained on")
+    parser.add_argument("--limit", type=int, default=None, help="only the split's first N digits")
     parser.add_argument("--out", type=Path, required=True, help="the .npz to write ('images', 'labels')")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     args = parser.parse_args(argv)
     try:
         if args.seed < 0:
             raise ValueError(f"--seed must be >= 0, got {args.seed}")
+        if args.limit is not None and args.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {args.limit}")
         task = GlimpseTask(**TASKS[args.preset])
         digits = load_mnist(args.data_dir).split(args.split)
-        canvases = fixed_canvas_set(digits.images, digits.labels, task.canvas_size, task.n_clutter,
+        images, labels = digits.images[:args.limit], digits.labels[:args.limit]
+        canvases = fixed_canvas_set(images, labels, task.canvas_size, task.n_clutter,
                                     task.centred_digit, args.seed, task.n_digits)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(args.out, images=canvases.images, labels=canvases.labels)

@@ -27,3 +27,16 @@ def test_fresh_canvases_follow_the_recipe_and_evaluate_reads_them(tmp_path, caps
     assert evaluate.main(["--checkpoint", str(checkpoint), "--images", str(out)]) == 0
     assert "n=2000" in capsys.readouterr().out
     assert make_canvases.main(["--seed", "-1", "--out", str(out), "--data-dir", "bundled"]) == 2
+
+
+def test_training_digit_canvases_for_the_generalisation_gap(tmp_path):
+    """--split train --limit N: the first N training digits, each once, in the test recipe."""
+    from envs.data import load_mnist
+    out = tmp_path / "train.npz"
+    argv = ["--preset", "cluttered60", "--split", "train", "--seed", "7", "--out", str(out), "--data-dir", "bundled"]
+    assert make_canvases.main([*argv, "--limit", "300"]) == 0
+    with np.load(out) as archive:
+        assert archive["images"].shape == (300, 60, 60)
+        train_labels = load_mnist("bundled").train.labels[:300]
+        np.testing.assert_array_equal(np.sort(archive["labels"]), np.sort(train_labels))
+    assert make_canvases.main([*argv, "--limit", "0"]) == 2

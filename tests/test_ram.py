@@ -283,6 +283,27 @@ def test_conv_glimpse_network_shapes_gradients_and_its_clear_error():
         RAMConfig(glimpse_net="resnet")
 
 
+def test_the_conv_what_pathway_computes_the_plain_layout_network():
+    """Pool-then-ReLU in channels-last equals the textbook ReLU-then-pool in the plain layout,
+    values and gradients, and its state dict loads into the plain network (same names)."""
+    from torch import nn
+    from glimpse.models.ram.glimpse_network import ConvWhat
+
+    torch.manual_seed(0)
+    fast = ConvWhat(3, 12, 128)
+    assert fast[0].weight.is_contiguous(memory_format=torch.channels_last)
+    plain = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(32 * 3 * 3, 128))
+    plain.load_state_dict(fast.state_dict())  # checkpoints of the earlier ReLU-then-pool order load
+    glimpse = torch.rand(B, 3, 12, 12)
+    torch.testing.assert_close(fast(glimpse), plain(glimpse))
+    fast(glimpse).square().sum().backward()
+    plain(glimpse).square().sum().backward()
+    torch.testing.assert_close(fast[0].weight.grad, plain[0].weight.grad)
+    torch.testing.assert_close(fast[3].weight.grad, plain[3].weight.grad)
+
+
 def test_the_linear_glimpse_network_keeps_the_paper_s_parameter_names():
     model = RecurrentAttentionModel(RAMConfig())
     names = {name for name, _ in model.glimpse_network.named_parameters()}

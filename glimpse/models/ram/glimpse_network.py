@@ -9,9 +9,12 @@ class ConvWhat(nn.Sequential):
     """The "what" pathway as a small conv net (the glimpse network of Ba et al. 2015's DRAM is
     convolutional): (B, k, g, g) -> (B, what_size).
 
-    Two 3x3 convolutions of 16 and 32 channels, each followed by ReLU and a 2x2 max-pool, then a
+    Two 3x3 convolutions of 16 and 32 channels, each followed by a 2x2 max-pool and ReLU, then a
     linear layer: its features no longer depend on exactly where in the patch a stroke falls,
     which a glimpse that lands a few pixels off needs. ``g`` must be divisible by 4.
+    Pooling before ReLU gives the same values (ReLU is monotone) on a quarter of the elements, and
+    the weights and input are channels-last: oneDNN's fast layout for these small convolutions
+    (about 1.5x to 2x on CPU). Parameter names and shapes are those of the plain layout.
     """
 
     def __init__(self, n_scales: int, glimpse_size: int, what_size: int):
@@ -20,10 +23,14 @@ class ConvWhat(nn.Sequential):
                              f"got {glimpse_size}")
         side = glimpse_size // 4
         super().__init__(
-            nn.Conv2d(n_scales, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(n_scales, 16, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
             nn.Flatten(), nn.Linear(32 * side * side, what_size),
         )
+        self.to(memory_format=torch.channels_last)
+
+    def forward(self, glimpse: torch.Tensor) -> torch.Tensor:
+        return super().forward(glimpse.contiguous(memory_format=torch.channels_last))
 
 
 class GlimpseNetwork(nn.Module):
