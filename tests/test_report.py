@@ -7,6 +7,7 @@ from PIL import Image
 from glimpse.commands import report
 from glimpse.report.document import HEADLINE_END, HEADLINE_START, update_readme
 from glimpse.report.experiments import by_name
+from glimpse.models import get_family
 
 RAM, DRAW, FC = by_name("ram"), by_name("draw"), by_name("fc")
 from glimpse.report.measurements import SeedRuns, time_to_threshold
@@ -55,6 +56,30 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     assert report.main([*argv, "--budget", "2"]) == 2
     assert "another budget" in capsys.readouterr().err
     assert stamps == {p: p.stat().st_mtime_ns for p in runs.glob("*/best.pt")}
+
+
+def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_path, capsys):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    argv = ["--runs", str(runs), "--out", str(out), "--train", "--converged", "--seeds", "1",
+            "--models", "ram,fc,ram-random", *TINY]
+    assert report.main(argv) == 0
+    # RAM trains its recipe at its converged budget; the baselines keep their short runs, no sweep
+    assert sorted(p.name for p in runs.iterdir() if p.is_dir()) == ["fc-seed0", "ram-converged-seed0",
+                                                                     "ram-random-seed0"]
+    config = load_checkpoint(runs / "ram-converged-seed0" / "best.pt")["train_config"]
+    family = get_family("ram")
+    assert config["epochs"] == family.converged_epochs
+    assert {k: config[k] for k in family.converged_recipe} == family.converged_recipe
+    assert load_checkpoint(runs / "fc-seed0" / "best.pt")["train_config"]["epochs"] == FC.epochs
+    text = (out / "compare.md").read_text()
+    assert "best-known recipes" in text and f"| {RAM.label} | {family.converged_epochs} | 1 |" in text
+    assert "REINFORCE + learned baseline" in text  # the gradient spread is measured on the converged run
+    assert "Accuracy against the number of glimpses" not in text and not (out / "glimpse_sweep.png").exists()
+    assert "| cpu (1 thread) |" in text
+    # the sweep and the estimator runs belong to the short report
+    capsys.readouterr()
+    assert report.main([*argv, "--glimpses", "2"]) == 2
+    assert "--glimpses" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],

@@ -4,10 +4,15 @@
     python report.py                         # report from the finished runs in runs/report
     python report.py --train --budget 3      # three times the epochs of every model
     python report.py --readme                # also put the headline table and figure in ./README.md
+    python report.py --train --converged     # the attention models trained to convergence (hours; resumable)
 
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
-are resumed. --train --jobs 2 keeps two cores busy, one single-threaded run on each. Exit codes: 0 done, 1 a training run failed, 2 bad input.
+are resumed. --train --jobs 2 keeps two cores busy, one single-threaded run on each. With
+--converged the attention models train with their families' best-known recipes for the epochs
+their families state (runs/report/<model>-converged-seed<k>; the baselines' runs are shared with
+the default report) and the report goes to reports/converged/. Exit codes: 0 done, 1 a training
+run failed, 2 bad input.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ import torch
 from glimpse.cli import fail
 from envs.data import DataError
 from glimpse.report.document import ReportSettings, build_report, update_readme
-from glimpse.report.experiments import ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, sweep, with_samples
+from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
+                                       sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
 from glimpse.checkpoint import CheckpointError
 
@@ -31,17 +37,24 @@ from glimpse.checkpoint import CheckpointError
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, default=Path("runs") / "report", help="where the report's runs live")
-    parser.add_argument("--out", type=Path, default=Path("reports"), help="where compare.md and the PNGs go")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where compare.md and the PNGs go (default reports, with --converged reports/converged)")
     parser.add_argument("--train", action="store_true", help="train the missing runs first")
     parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per model (the glimpse sweep uses seed 0)")
     parser.add_argument("--models", default=",".join(e.name for e in MODELS),
                         help="comma-separated models to compare")
-    parser.add_argument("--glimpses", default=",".join(map(str, GLIMPSE_COUNTS)),
-                        help="comma-separated glimpse counts of the RAM and DRAW sweep ('' for none)")
-    parser.add_argument("--estimators", default=",".join(map(str, ESTIMATOR_SAMPLES)),
+    parser.add_argument("--converged", action="store_true",
+                        help="train and compare the attention models with their best-known recipes until their "
+                             "validation error levels off (hours per run on 2 CPU cores; resumable), in runs of "
+                             "their own; the baselines keep their short budgets. No glimpse sweep or estimator runs")
+    parser.add_argument("--glimpses", default=None,
+                        help="comma-separated glimpse counts of the RAM and DRAW sweep ('' for none; default "
+                             f"{','.join(map(str, GLIMPSE_COUNTS))})")
+    parser.add_argument("--estimators", default=None,
                         help="RAM also trained (seed 0) with the leave-one-out baseline over K samples per image, "
-                             "for each of these K ('' for none): REINFORCE's baselines at equal wall-clock")
+                             "for each of these K ('' for none): REINFORCE's baselines at equal wall-clock "
+                             f"(default {','.join(map(str, ESTIMATOR_SAMPLES))})")
     parser.add_argument("--jobs", type=int, default=2, help="training runs at once (each with --threads threads)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per training run and for the report")
     parser.add_argument("--max-steps", type=int, default=0, help="cap every run at this many steps (smoke tests)")
@@ -70,6 +83,18 @@ def check(args) -> None:
     if unknown or not names:
         raise ValueError(f"--models: unknown {unknown or 'empty list'}; choose from {', '.join(by_name)}")
     args.models = tuple(by_name[n] for n in names)
+    if args.converged:
+        asked = [flag for flag, value in (("--glimpses", args.glimpses), ("--estimators", args.estimators)) if value]
+        if asked:
+            raise ValueError(f"{' and '.join(asked)} belong to the short-budget report: leave them out with --converged")
+        args.models = tuple(converged(e) for e in args.models)
+        args.glimpses = args.estimators = ""
+    if args.out is None:
+        args.out = Path("reports") / "converged" if args.converged else Path("reports")
+    if args.glimpses is None:
+        args.glimpses = ",".join(map(str, GLIMPSE_COUNTS))
+    if args.estimators is None:
+        args.estimators = ",".join(map(str, ESTIMATOR_SAMPLES))
     try:
         args.glimpses = tuple(int(n) for n in args.glimpses.split(",") if n.strip())
     except ValueError:
@@ -103,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
                                   speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
-                                  estimator_samples=args.estimators,
+                                  estimator_samples=args.estimators, converged=args.converged,
                                   command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
         path = build_report(settings)
         if args.readme:

@@ -102,6 +102,11 @@ class Family:
     report_epochs: ClassVar[int] = 10
     # the report trains it with 1 to 8 glimpses too (accuracy against the number of glimpses)
     report_sweep: ClassVar[bool] = False
+    # ``report.py --converged``: the training options beyond the task preset that make this family's
+    # best-known recipe (its shipped checkpoint's), and the epochs after which its validation error
+    # has levelled off; None keeps the short budget (the full-image baselines)
+    converged_recipe: ClassVar[dict] = {}
+    converged_epochs: ClassVar[int | None] = None
 
     # ------------------------------------------------------------------ building
     def model_config(self, config) -> dict:

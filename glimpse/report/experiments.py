@@ -4,7 +4,9 @@ An :class:`Experiment` is a ``train.py`` configuration (preset overrides) and a 
 report trains it once per seed into ``<runs>/<name>-seed<k>``. The attention models' budgets
 are what two CPU cores afford in about an hour for the whole report (far from the papers'
 hundreds of epochs); the full-image baselines cost seconds per epoch and get enough epochs to
-level off. ``report.py --budget 2`` doubles every budget.
+level off. ``report.py --budget 2`` doubles every budget. ``report.py --converged`` trains the
+attention families instead with their best-known recipes until their validation error levels
+off (:func:`converged`: hours each on 2 cores); the baselines keep their budgets.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class Experiment:
     epochs: int        # budget at --budget 1
     overrides: dict = field(default_factory=dict)  # train.py options beyond --preset
     paper: str | None = None  # published test error % on this task, if any
+    learns_attention: bool = True  # False for RAM with random glimpses: no attention gradient to measure
 
     def train_options(self, seed: int, epochs: int) -> dict:
         return {"preset": TASK_PRESET, **self.overrides, "seed": seed, "epochs": epochs}
@@ -43,11 +46,24 @@ def family_experiment(family: Family) -> Experiment:
 # every registered family, then the paper's random-glimpse baseline (RAM with its policy switched off)
 FAMILIES = tuple(family_experiment(f) for f in list_families())
 RAM_RANDOM = Experiment("ram-random", "RAM, random glimpses", "baseline", get_family("ram").report_epochs,
-                        {"mode": "hard", "random_glimpses": True, "first_location": "random"}, "14.4 (8 random glimpses)")
+                        {"mode": "hard", "random_glimpses": True, "first_location": "random"}, "14.4 (8 random glimpses)",
+                        learns_attention=False)
 MODELS = (*FAMILIES, RAM_RANDOM)
 SWEPT = tuple(e for e, f in zip(FAMILIES, list_families()) if f.report_sweep)  # accuracy against the glimpse count
 ESTIMATED = tuple(e for e, f in zip(FAMILIES, list_families()) if f.mode == "hard")  # REINFORCE's baselines compared
 ESTIMATOR_SAMPLES = (2, 4, 8)  # --reinforce-samples K trained beside the learned baseline (K = 1)
+
+
+def converged(experiment: Experiment) -> Experiment:
+    """The experiment trained to convergence (``report.py --converged``): its family's best-known
+    recipe for its ``converged_epochs``, in runs of its own (``<name>-converged-seed<k>``). An
+    experiment whose family states no such budget (the full-image baselines, RAM with random
+    glimpses) stays as it is, at its short budget."""
+    family = next((f for f in list_families() if f.name == experiment.name), None)
+    if family is None or family.converged_epochs is None:
+        return experiment
+    return Experiment(f"{experiment.name}-converged", experiment.label, experiment.family, family.converged_epochs,
+                      {**experiment.overrides, **family.converged_recipe}, experiment.paper, experiment.learns_attention)
 
 
 def default_glimpses(experiment: Experiment) -> int:
