@@ -1,7 +1,7 @@
 """Every command the README and docs/ show runs as written: each `python train.py ...`,
 `evaluate.py`, `report.py`, `scripts/*.py`, `benchmarks/*.py` and `examples/*.py` line of their
 bash blocks is parsed by the real command's argument parser (unknown or misspelt options, bad
-values and missing required ones fail), and every linked file exists."""
+values and missing required ones fail), and every linked file and section exists."""
 import argparse
 import importlib.util
 import re
@@ -70,9 +70,18 @@ def test_a_documented_command_parses(document, script, argv, monkeypatch, capsys
                         f" (exit {exit_.code})")
 
 
+def anchors(document: Path) -> set[str]:
+    """The anchors GitHub gives a markdown file's headings: lower case, punctuation dropped, spaces to '-'."""
+    headings = re.findall(r"^#+\s+(.*)$", document.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
-def test_linked_files_exist(document):
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", document.read_text()):
+def test_linked_files_and_sections_exist(document):
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", document.read_text()):
         if "://" in target:
             continue
-        assert (document.parent / target).exists(), f"{document.name} links to missing {target}"
+        linked = (document.parent / target) if target else document
+        assert linked.exists(), f"{document.name} links to missing {target}"
+        if anchor and linked.suffix == ".md":
+            assert anchor in anchors(linked), f"{document.name} links to a missing section {target}#{anchor}"
