@@ -64,8 +64,7 @@ def extract_glimpses(ii: torch.Tensor, locations: torch.Tensor, glimpse_size: in
     batch, height, width = ii.shape[0], ii.shape[1] - 1, ii.shape[2] - 1
     if locations.shape != (batch, 2):
         raise ValueError(f"locations must have shape ({batch}, 2), got {tuple(locations.shape)}")
-    half_width, edges, norm = _sensor(glimpse_size, n_scales, ii.device, ii.dtype)
-    size = torch.tensor([width, height], device=ii.device)
+    half_width, edges, norm, size = _sensor(glimpse_size, n_scales, width, height, ii.device, ii.dtype)
     # (B, 2, k, g+1) x and y edges of every cell of every scale, clamped: outside reads as 0
     centre_px = (locations.to(torch.float32) + 1.0) * (size / 2.0)  # (B, 2) pixels, as envs.coords.unit_to_pixels
     origin = torch.floor(centre_px[:, :, None] - half_width + 0.5).long()  # as patch_origin, every scale at once
@@ -77,10 +76,13 @@ def extract_glimpses(ii: torch.Tensor, locations: torch.Tensor, glimpse_size: in
 
 
 @functools.lru_cache(maxsize=32)
-def _sensor(glimpse_size: int, n_scales: int, device: torch.device, dtype: torch.dtype):
+def _sensor(glimpse_size: int, n_scales: int, width: int, height: int, device: torch.device, dtype: torch.dtype):
     """Per scale s (cells 2**s pixels wide): half the patch width (k,), the cell edges from the
-    patch's origin (k, g+1), and what a cell's sum is divided by to give its mean in [0, 1] (1, k, 1, 1)."""
+    patch's origin (k, g+1), what a cell's sum is divided by to give its mean in [0, 1] (1, k, 1, 1),
+    and the canvas size (width, height) (2,). Made once per sensor and device: building a tensor
+    from Python numbers on a GPU is a blocking copy, which must not happen at every glimpse."""
     cell = 2 ** torch.arange(n_scales, device=device)
     edges = cell[:, None] * torch.arange(glimpse_size + 1, device=device)
     norm = (cell.to(dtype) ** 2 * 255.0)[None, :, None, None]
-    return cell * glimpse_size / 2, edges, norm
+    size = torch.tensor([width, height], device=device)
+    return cell * glimpse_size / 2, edges, norm, size

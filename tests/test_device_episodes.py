@@ -1,6 +1,7 @@
 """Hard-mode training never leaves the device during an episode: from the canvases to the last
-step, nothing reads a tensor value on the host (on CPU: every such read is counted; on a GPU:
-torch's sync debug mode turns a synchronisation into an error)."""
+step, nothing reads a tensor value on the host and nothing builds a tensor from Python data (on
+a GPU that is a blocking host -> device copy); on CPU every such read or build is counted, on a
+GPU torch's sync debug mode turns a synchronisation into an error."""
 import contextlib
 
 import numpy as np
@@ -13,6 +14,9 @@ from glimpse.training.hard import HardAttentionLearner
 
 # the ways a tensor's value reaches Python: each is a device -> host copy that waits for the device
 HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "__array__")
+# the ways Python data becomes a tensor on the model's device: on a GPU a blocking copy from host memory
+# (without device= they build a host tensor, which a non-blocking .to() may then move)
+HOST_WRITES = ("tensor", "as_tensor")
 
 
 @contextlib.contextmanager
@@ -26,13 +30,26 @@ def counting_host_reads():
             return originals[name](self, *args, **kwargs)
         return read
 
+    builders = {name: getattr(torch, name) for name in HOST_WRITES}
+
+    def counted_build(name):
+        def build(data, *args, **kwargs):
+            if not isinstance(data, torch.Tensor) and kwargs.get("device") is not None:
+                reads.append(f"torch.{name}")
+            return builders[name](data, *args, **kwargs)
+        return build
+
     for name in HOST_READS:
         setattr(torch.Tensor, name, counted(name))
+    for name in HOST_WRITES:
+        setattr(torch, name, counted_build(name))
     try:
         yield reads
     finally:
         for name, original in originals.items():
             setattr(torch.Tensor, name, original)
+        for name, original in builders.items():
+            setattr(torch, name, original)
 
 
 def learner(device="cpu", **options):
@@ -58,7 +75,8 @@ def test_the_counter_sees_a_host_read():
     with counting_host_reads() as reads:
         if torch.ones(()) > 0:
             torch.zeros(2).tolist()
-    assert reads == ["__bool__", "tolist"]
+        torch.tensor([1, 2], device="cpu") + torch.as_tensor(torch.ones(2), device="cpu") + torch.tensor([3, 4])
+    assert reads == ["__bool__", "tolist", "torch.tensor"]  # Python data built on a device; not the others
 
 
 def test_the_env_checks_user_actions_only_when_validating():

@@ -58,7 +58,7 @@ def test_uniform_attention_is_centred():
             return {"logits": torch.zeros(len(images), 10), "alpha": torch.full((len(images), 2, 7, 7), 1 / 49)}
 
     centres, _ = attention_centres("sat", Uniform(), {"canvas_size": 60}, np.zeros((3, 60, 60), np.uint8))
-    np.testing.assert_allclose(centres, 28.0, atol=1e-5)  # 7 cells of 8 px cover pixels 0..56
+    np.testing.assert_allclose(centres, 27.5, atol=1e-5)  # the middle cell of 7, centred on 8 * 3 + 3.5
 
 
 def test_sat_cell_centres_match_the_receptive_fields():
@@ -68,7 +68,7 @@ def test_sat_cell_centres_match_the_receptive_fields():
     torch.manual_seed(0)
     encoder = ConvEncoder()
     centres = ConvEncoder.cell_centres(7)
-    assert centres.tolist() == [4.0, 12.0, 20.0, 28.0, 36.0, 44.0, 52.0]
+    assert centres.tolist() == [3.5, 11.5, 19.5, 27.5, 35.5, 43.5, 51.5]
     with torch.no_grad():
         blank = encoder(torch.zeros(1, 1, 60, 60))[0]
         for x in (4, 27, 44):  # the pixel covering [x, x + 1]: centre x + 0.5
@@ -76,6 +76,26 @@ def test_sat_cell_centres_match_the_receptive_fields():
             image[0, 0, 30, x] = 1.0
             change = (encoder(image)[0] - blank).abs().sum(-1).view(7, 7)
             assert change.sum(0).argmax().item() == (centres - (x + 0.5)).abs().argmin().item()
+
+
+def test_a_sat_cell_centre_is_the_centre_of_its_receptive_field():
+    """To the half pixel: the encoder with unit weights, average pools and no ReLU (a linear network
+    of the same geometry, so every pixel's weight shows in the gradient) weighs the pixels of an
+    interior cell's receptive field symmetrically about the cell's centre."""
+    from glimpse.models.sat_encoder import ConvEncoder
+
+    encoder = ConvEncoder()
+    linear = {torch.nn.MaxPool2d: lambda m: torch.nn.AvgPool2d(2), torch.nn.ReLU: lambda m: torch.nn.Identity()}
+    layers = torch.nn.Sequential(*[linear.get(type(m), lambda m: m)(m) for m in encoder.layers])
+    with torch.no_grad():
+        for module in layers:
+            if isinstance(module, torch.nn.Conv2d):
+                module.weight.fill_(1.0), module.bias.zero_()
+    image = torch.zeros(1, 1, 60, 60, requires_grad=True)
+    layers(image)[0, :, 3, 3].sum().backward()
+    weight = image.grad[0, 0].sum(0)  # along x
+    centre = (weight * torch.arange(60)).sum() / weight.sum() + 0.5  # pixel i covers [i, i + 1]
+    assert centre.item() == pytest.approx(ConvEncoder.cell_centres(7)[3].item())
 
 
 def test_full_image_models_are_refused():

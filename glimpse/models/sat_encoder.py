@@ -29,8 +29,10 @@ class ConvEncoder(nn.Module):
     @classmethod
     def cell_centres(cls, cells: int) -> torch.Tensor:
         """(cells,) continuous pixel coordinate of each cell's receptive-field centre along a side:
-        (i + 0.5) * 8, as the stride-2 conv and the two 2x2 pools with 'same' padding place them."""
-        return (torch.arange(cells, dtype=torch.float32) + 0.5) * cls.STRIDE
+        8 i + 3.5. The stride-2 conv centres its output j on pixel 2j (continuous 2j + 0.5), the
+        first 2x2 pool output k between 4k + 0.5 and 4k + 2.5, the second output i between
+        8i + 1.5 and 8i + 5.5."""
+        return torch.arange(cells, dtype=torch.float32) * cls.STRIDE + (cls.STRIDE - 1) / 2
 
     @staticmethod
     def grid_size(size: int) -> int:

@@ -159,9 +159,9 @@ def ram_episodes(model: RecurrentAttentionModel, task: dict, images, labels=None
         options["first_location"] = as_tensor(first_locations, device, torch.float32)
     noise = None
     if location_noise is not None:
-        steps = iter(location_noise.unbind(1))
+        steps = iter(location_noise.to(device).unbind(1))  # one copy to the device, not one per step
 
         def noise(mean: torch.Tensor) -> torch.Tensor:  # called once per sampled step, in order
-            return next(steps).to(mean.device, mean.dtype)
+            return next(steps).to(mean.dtype)
     return run_episodes(model, env, sample=sample, generator=generator, seed=0, options=options,
                         record_glimpses=record_glimpses, noise=noise)
