@@ -129,7 +129,7 @@ def make_canvases(generator: torch.Generator, bank: DigitBank, indices: torch.Te
     Returns:
         :class:`CanvasBatch` with (N, S, S) uint8 images.
     Draw order (fixed, whatever the data): clutter sources, crop corners, clutter positions, then
-    digit positions (and the other digits of multi-digit canvases).
+    (multi-digit canvases) the other digits, then the digit positions.
     """
     device, m = bank.device, len(bank)
     if generator.device != device:
