@@ -133,7 +133,7 @@ def test_ram_reads_one_digit_per_block_and_is_rewarded_for_the_whole_sequence(bu
     right = (rollout.logits.argmax(-1) == rollout.labels).all(-1)
     torch.testing.assert_close(rollout.reward, right.float())  # the env judged the block-end answers
     # digit k is the classifier's answer at the end of block k, the state running on between blocks
-    state, answers = model.initial_state(16), []
+    state, answers = model.initial_state(), []
     for t in range(6):
         out = model(rollout.glimpses[:, t], rollout.locations[:, t], state)
         state = out.state

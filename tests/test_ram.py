@@ -37,7 +37,7 @@ def group(grads, prefix):
 @pytest.mark.parametrize("core", ["rnn", "lstm"])
 def test_step_shapes(core):
     model = RecurrentAttentionModel(RAMConfig(core=core))
-    state = model.initial_state(B)
+    state = model.initial_state()
     out = model(torch.rand(B, 3, 12, 12), torch.zeros(B, 2), state)
     assert out.logits.shape == (B, 10) and out.mean.shape == (B, 2) and out.std.shape == (B, 2)
     assert out.baseline.shape == (B,) and all(s.shape == (B, 256) for s in out.state)
@@ -51,7 +51,7 @@ def test_core_from_rest_equals_zero_state(core):
     """The empty state skips the first recurrent product; it must act as h_0 = c_0 = 0, forward and backward."""
     torch.manual_seed(0)
     model = RecurrentAttentionModel(RAMConfig(core=core))
-    assert model.initial_state(B) == ()
+    assert model.initial_state() == ()
     glimpse, location = torch.rand(B, 3, 12, 12), torch.rand(B, 2) * 2 - 1
     zeros = tuple(torch.zeros(B, 256) for _ in range(2 if core == "lstm" else 1))
     outputs = []
@@ -275,7 +275,7 @@ def test_conv_glimpse_network_shapes_gradients_and_its_clear_error():
     g.sum().backward()
     assert network.what[0].weight.grad.abs().sum() > 0 and glimpse.grad.abs().sum() > 0
     model = RecurrentAttentionModel(RAMConfig(glimpse_net="conv"))
-    out = model(torch.rand(B, 3, 12, 12), torch.zeros(B, 2), model.initial_state(B))
+    out = model(torch.rand(B, 3, 12, 12), torch.zeros(B, 2), model.initial_state())
     assert out.logits.shape == (B, 10) and out.mean.shape == (B, 2)
     with pytest.raises(ValueError, match="divisible by 4"):
         RAMConfig(glimpse_net="conv", glimpse_size=6)

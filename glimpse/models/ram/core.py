@@ -1,13 +1,15 @@
 """RAM's core network f_h: the recurrent state that accumulates glimpses.
 
-A core starts from rest, the empty state ``()``: the same as all-zero states, but the first step
-skips the recurrent matrix product and its gradient, which would only multiply zeros
-(``initial_state`` keeps its batch and device arguments for callers; rest needs neither).
+A core starts from rest, the empty state ``()`` (:data:`REST`): the same as all-zero states, but
+the first step skips the recurrent matrix product and its gradient, which would only multiply
+zeros. Rest needs no batch size or device, so every core shares it.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+REST: tuple[torch.Tensor, ...] = ()  # every core's state before the first glimpse
 
 
 class ReLURNNCore(nn.Module):
@@ -19,9 +21,6 @@ class ReLURNNCore(nn.Module):
         self.hidden_size = hidden_size
         self.input_to_hidden = nn.Linear(input_size, hidden_size)
         self.hidden_to_hidden = nn.Linear(hidden_size, hidden_size, bias=False)
-
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
-        return ()
 
     def forward(self, g: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """g (B, input) -> h_t (B, hidden) and the new state."""
@@ -40,9 +39,6 @@ class LSTMCore(nn.Module):
         super().__init__()
         self.hidden_size = hidden_size
         self.cell = nn.LSTMCell(input_size, hidden_size)
-
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
-        return ()
 
     def forward(self, g: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """g (B, input) -> h_t (B, hidden) and the new state (h_t, c_t)."""

@@ -14,7 +14,7 @@ from torch import nn
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.ram.baseline import BaselineNetwork
 from glimpse.models.ram.classifier import Classifier
-from glimpse.models.ram.core import CORES
+from glimpse.models.ram.core import CORES, REST
 from glimpse.models.ram.glimpse_network import GlimpseNetwork
 from glimpse.models.ram.location import LocationPolicy
 
@@ -94,8 +94,9 @@ class RecurrentAttentionModel(nn.Module):
         self.baseline = BaselineNetwork(c.hidden_size)
         self.classifier = Classifier(c.hidden_size, c.n_classes)
 
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
-        return self.core.initial_state(batch, device)
+    def initial_state(self) -> tuple[torch.Tensor, ...]:
+        """The core's state before the first glimpse: rest (``()``), whatever the batch or device."""
+        return REST
 
     def forward(self, glimpse: torch.Tensor, location: torch.Tensor, state: tuple[torch.Tensor, ...]) -> RAMStep:
         expected = (self.config.n_scales, self.config.glimpse_size, self.config.glimpse_size)

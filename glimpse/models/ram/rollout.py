@@ -66,7 +66,7 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     n_glimpses, per_digit = task.episode_length, task.n_glimpses
     forward = model if forward is None else forward
     device = next(model.parameters()).device
-    state = model.initial_state(env.num_envs, device)
+    state = model.initial_state()
     log_probs, baselines, locations, glimpses, digit_logits = [], [], [], [], []
     unjudged_label = torch.zeros((env.num_envs, task.n_digits) if task.n_digits > 1 else (env.num_envs,),
                                  dtype=torch.int64, device=device)  # only the final step's label is judged
