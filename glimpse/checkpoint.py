@@ -11,6 +11,7 @@ and sensor it was trained for), ``train_config``, ``model_state``, optionally
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import tempfile
 from pathlib import Path
@@ -81,8 +82,16 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        # torch's own advice here is to retry with weights_only=False, which runs whatever code
+        # the file holds: a Glimpse checkpoint never needs it, so the message does not pass it on
+        raise CheckpointError(f"checkpoint {path} is not a Glimpse checkpoint: it is corrupt, not a PyTorch "
+                              f"file, or holds Python objects besides tensors and plain values, which are "
+                              f"never unpickled here (torch.load(weights_only=True))") from exc
     except Exception as exc:
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a PyTorch file ({type(exc).__name__}: {exc})") from exc
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a PyTorch file ({type(exc).__name__}: "
+                              f"{first_line})") from exc
     if not isinstance(payload, dict) or any(k not in payload for k in REQUIRED_KEYS):
         raise CheckpointError(f"{path} is not a Glimpse checkpoint (expected keys {REQUIRED_KEYS})")
     if payload["format"] != FORMAT:

@@ -55,9 +55,10 @@ def test_a_documented_command_parses(document, script, argv, monkeypatch, capsys
     if "--help" in argv:
         argv = [a for a in argv if a != "--help"]
     original = argparse.ArgumentParser.parse_args
+    parsed = []
 
     def parse_then_stop(self, args=None, namespace=None):
-        original(self, args, namespace)
+        parsed.append(original(self, args, namespace))
         raise Parsed
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
@@ -68,6 +69,13 @@ def test_a_documented_command_parses(document, script, argv, monkeypatch, capsys
         except SystemExit as exit_:
             pytest.fail(f"{document}: `{script} {' '.join(argv)}` does not parse: {capsys.readouterr().err}"
                         f" (exit {exit_.code})")
+    if SCRIPTS.get(script, script).endswith("commands/train.py") and parsed[0].resume is None:
+        from glimpse.training.config import config_from_args
+
+        try:  # the options make a run: none out of range, none its model does not use
+            config_from_args(parsed[0])
+        except ValueError as exc:
+            pytest.fail(f"{document}: `{script} {' '.join(argv)}` is refused: {exc}")
 
 
 def anchors(document: Path) -> set[str]:

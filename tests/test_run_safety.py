@@ -50,6 +50,10 @@ QUICK = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--ba
     (["--run-name", ".."], "--run-name must be a plain name"),
     (["--n-digits", "5", "--preset", "cluttered60"], "at most 4 non-overlapping"),
     (["--mode", "soft", "--soft-arch", "stn", "--canvas-size", "28"], "canvas_size must be >= 32"),
+    (["--mode", "soft", "--soft-arch", "draw", "--reinforce-samples", "4"],
+     "draw (DRAW read (soft)) does not use --reinforce-samples (an option of ram)"),
+    (["--mode", "soft", "--soft-arch", "stn", "--preset", "cluttered60", "--n-glimpses", "4"], "does not use --n-glimpses"),
+    (["--soft-arch", "draw"], "does not use --soft-arch (it picks the model of --mode soft)"),
 ])
 def test_a_bad_flag_is_refused_before_anything_is_created(argv, match, tmp_path, capsys):
     runs = tmp_path / "runs"

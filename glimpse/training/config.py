@@ -264,9 +264,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """Preset values, then whatever was given explicitly on the command line."""
+    """Preset values, then whatever was given explicitly on the command line. An option that the
+    chosen model does not have (``--reinforce-samples`` for DRAW) is refused, not silently dropped."""
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
-    return resolve_config(given)
+    config = resolve_config(given)
+    stray = [name for name in given if name not in config.applicable()]
+    if stray:
+        raise ValueError(f"{config.family.name} ({config.family.title}) does not use "
+                         + "; ".join(_owner(name) for name in stray))
+    return config
+
+
+def _owner(name: str) -> str:
+    """'--flag (what has it)': an option of other families, or the architecture flag of another mode."""
+    flag = "--" + name.replace("_", "-")
+    if name in ("soft_arch", "full_arch"):
+        return f"{flag} (it picks the model of --mode {name.split('_')[0]})"
+    return f"{flag} (an option of {', '.join(f.name for f in list_families() if name in f.options)})"
 
 
 def resolve_config(overrides: dict) -> TrainConfig:
