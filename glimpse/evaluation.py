@@ -7,6 +7,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from envs.engine import fixed_canvas_set
 from envs.data import load_mnist
@@ -58,12 +59,14 @@ def load_images(path: str | Path, canvas_size: int, n_digits: int = 1) -> tuple[
 def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | None = None, split: str = "test",
                         data_dir: str | None = None, samples: int = 0, seed: int = 0, batch_size: int = 500,
                         canvas_seed: int | None = None, limit: int | None = None, progress: bool = True,
-                        per_canvas: bool = False) -> dict:
+                        per_canvas: bool = False, device: torch.device | str = "cpu") -> dict:
     """Accuracy of a checkpoint; raises ValueError / DataError / CheckpointError on bad input.
 
     Without ``images_file`` it scores the ``split``'s fixed canvases, or with ``canvas_seed``
     canvases drawn from that seed instead; ``limit``: only the first that many. ``per_canvas``
-    adds ``right``, a (N,) bool array of which canvases it read right (for paired tests)."""
+    adds ``right``, a (N,) bool array of which canvases it read right (for paired tests). The
+    model runs on ``device``; the canvases and every random draw are made on the CPU, so only
+    floating-point rounding differs between devices."""
     if samples < 0 or batch_size < 1:
         raise ValueError("--samples must be >= 0 and --batch-size >= 1")
     if limit is not None and limit < 1:
@@ -71,6 +74,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if canvas_seed is not None and (canvas_seed < 0 or images_file is not None):
         raise ValueError("--canvas-seed must be >= 0 and applies without --images only")
     model, payload = load_model(checkpoint)
+    model.to(device)
     task, kind = payload["task"], payload["kind"]
     family = get_family(kind)
     if samples and family.mode != "hard":
@@ -103,7 +107,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         policy += f", first glimpses at random ({seeds})"
     result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
-              "images_per_second": len(labels) / seconds, "train_seconds": payload.get("train_seconds"),
+              "images_per_second": len(labels) / seconds, "device": str(device), "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),
               "train_config": payload.get("train_config", {})}
     if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right

@@ -185,6 +185,22 @@ def test_evaluate_fresh_canvases_and_the_first_n(hard_checkpoint, capsys):
     assert fresh["n"] == 50 and "seed 77" in fresh["images"] and "fresh canvases" in fresh["images"]
 
 
+def test_evaluate_on_a_gpu_scores_what_the_cpu_scores(hard_checkpoint, capsys):
+    """--device moves the model only: the canvases and the sampled trajectories' noise are drawn on
+    the CPU, so a GPU scores the same canvases, up to float rounding on a borderline few."""
+    argv = ["--checkpoint", str(hard_checkpoint), "--data-dir", "bundled", "--json", "--limit", "500", "--samples", "2"]
+    assert evaluate.main(argv) == 0
+    cpu = last_json(capsys)
+    assert cpu["device"] == "cpu"
+    if not torch.cuda.is_available():
+        assert evaluate.main([*argv, "--device", "cuda"]) == 2
+        assert "no CUDA GPU is available" in capsys.readouterr().err
+        pytest.skip("no GPU: only the refusal is tested")
+    assert evaluate.main([*argv, "--device", "cuda"]) == 0
+    cuda = last_json(capsys)
+    assert cuda["device"].startswith("cuda") and abs(cuda["accuracy"] - cpu["accuracy"]) <= 2 / 500
+
+
 def test_evaluate_npz_and_sampled_trajectories(hard_checkpoint, tmp_path, capsys):
     rng = np.random.default_rng(0)
     path = tmp_path / "x.npz"
