@@ -93,6 +93,7 @@ def test_report_bad_options_exit_2(bad, tmp_path, capsys):
 def test_report_without_runs_says_how_to_get_them(tmp_path, capsys):
     assert report.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "out"), "--data-dir", "bundled"]) == 2
     assert "--train" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_paired_tests_pool_matching_seeds_and_holm_adjust():

@@ -138,13 +138,13 @@ def canvas_growth_table(sizes=GROWTH_SIZES) -> str:
 def build_report(settings: ReportSettings, progress=print) -> Path:
     """Write ``<out>/compare.md`` and its PNGs from the finished runs in ``settings.runs_dir``.
     Returns the markdown's path. Experiments without finished runs are reported as missing."""
+    groups = [collect(e, settings.seeds, settings.runs_dir, settings.data_dir) for e in settings.models]
+    present = [g for g in groups if g.runs]
+    if not present:  # refused before any data is looked for or any folder is made
+        raise ValueError(f"no finished runs in {settings.runs_dir}: train them with --train")
     out = settings.out_dir
     out.mkdir(parents=True, exist_ok=True)
     data = load_mnist(settings.data_dir)
-    groups = [collect(e, settings.seeds, settings.runs_dir, settings.data_dir) for e in settings.models]
-    present = [g for g in groups if g.runs]
-    if not present:
-        raise ValueError(f"no finished runs in {settings.runs_dir}: train them with --train")
     task = present[0].runs[0]["task"]
     test_canvases, _ = fixed_set(task, data.test, "test")
     speed_canvases = test_canvases.images[:settings.speed_images]
