@@ -262,6 +262,8 @@ class EpisodeEngine:
 
     def __init__(self, task: GlimpseTask, device: torch.device | str = "cpu"):
         self.task, self.device = task, torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():  # instead of a CUDA driver error
+            raise ValueError(f"device={str(device)!r}: no CUDA GPU is available here; use device='cpu'")
         self.generator = torch.Generator(self.device)
         self._bank: DigitBank | None = None
         self.data_source: str | None = None

@@ -179,6 +179,15 @@ def test_vector_bad_action_shape():
         gym.make_vec("glimpse/MNIST-v1", num_envs=2, vectorization_mode="vector_entry_point").step(None)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: the engine runs on it (tests/test_canvas.py)")
+def test_a_gpu_that_is_not_there_is_named():
+    for make in (lambda: gym.make("glimpse/ClutteredMNIST60-v1", device="cuda"),
+                 lambda: gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=4,
+                                      vectorization_mode="vector_entry_point", device="cuda")):
+        with pytest.raises(ValueError, match="device='cuda': no CUDA GPU is available"):
+            make()
+
+
 def test_step_after_end_or_before_reset():
     env = make("glimpse/MNIST-v1").unwrapped
     with pytest.raises(RuntimeError, match="reset"):
