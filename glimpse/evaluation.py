@@ -107,7 +107,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         policy += f", first glimpses at random ({seeds})"
     result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
-              "images_per_second": len(labels) / seconds, "device": str(device), "train_seconds": payload.get("train_seconds"),
+              "images_per_second": len(labels) / seconds, "device": str(device),
+              "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),
               "train_config": payload.get("train_config", {})}
     if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right
