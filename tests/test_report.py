@@ -195,12 +195,12 @@ def test_every_run_the_report_asks_for_is_a_command_train_accepts(tmp_path):
     """train.py refuses options its model does not use: every run of the report, the converged
     recipes, the glimpse sweep and the estimator runs included, names only options that apply."""
     from glimpse.report.experiments import ESTIMATED, ESTIMATOR_SAMPLES, MODELS, SWEPT, converged, sweep, with_samples
-    from glimpse.report.runs import RunRequest, train_command
+    from glimpse.report.runs import TRAIN, RunRequest, train_command
     from glimpse.training.config import build_parser, config_from_args
 
     experiments = [*MODELS, *map(converged, MODELS), *(e for s in SWEPT for e in sweep(s)),
                    *(with_samples(e, k) for e in ESTIMATED for k in ESTIMATOR_SAMPLES)]
     for experiment in experiments:
         argv = train_command(RunRequest(experiment, 0, 1), tmp_path, threads=1, data_dir="bundled")
-        config = config_from_args(build_parser().parse_args(argv[3:]))  # after python -m glimpse.commands.train
+        config = config_from_args(build_parser().parse_args(argv[1 + len(TRAIN):]))  # after python -m ...
         assert config.epochs == 1 and config.run_name == experiment.run_name(0)
