@@ -54,6 +54,9 @@ QUICK = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--ba
      "draw (DRAW read (soft)) does not use --reinforce-samples (an option of ram)"),
     (["--mode", "soft", "--soft-arch", "stn", "--preset", "cluttered60", "--n-glimpses", "4"], "does not use --n-glimpses"),
     (["--soft-arch", "draw"], "does not use --soft-arch (it picks the model of --mode soft)"),
+    (["--train-shift", "-1"], "--train-shift must be >= 0"),
+    (["--train-shift", "14"], "at most 13"),
+    (["--train-shift", "2", "--preset", "cluttered60"], "--train-shift 2 is for centred digits"),
 ])
 def test_a_bad_flag_is_refused_before_anything_is_created(argv, match, tmp_path, capsys):
     runs = tmp_path / "runs"

@@ -57,6 +57,9 @@ class TrainConfig:
     n_glimpses: int = _opt(6, "glimpses, reads, attention steps or crops per digit (families that need other "
                            "counts than a preset's say so: see glimpse/models/)")
     first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
+    train_shift: int = _opt(0, "training canvases only: move each canvas by a random whole number of pixels "
+                            "up to this far along x and y, fresh every time (augmentation for the centred "
+                            "digits of --centred-digit; the validation and test canvases stay as they are)")
     # RAM
     core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
     glimpse_net: str = _opt("linear", "hard: the glimpse network's \"what\" pathway: the paper's linear layer on the "
@@ -164,7 +167,7 @@ class TrainConfig:
                      "checkpoint_every", "reinforce_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{flag(name)} must be >= 1, got {getattr(self, name)}")
-        for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed"):
+        for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed", "train_shift"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
         for name in ("lr", "location_std"):
@@ -181,6 +184,13 @@ class TrainConfig:
             name = "batch_size" if self.batch_size > MAX_BATCH else "eval_batch_size"
             raise ValueError(f"{flag(name)} {getattr(self, name)} is more than MNIST has training digits "
                              f"({MAX_BATCH})")
+        if self.train_shift and not self.centred_digit:
+            raise ValueError(f"--train-shift {self.train_shift} is for centred digits (--centred-digit, the mnist28 "
+                             "preset): elsewhere digits already lie anywhere, and a shift would cut off those at "
+                             "the edge")
+        if self.train_shift >= self.canvas_size // 2:
+            raise ValueError(f"--train-shift {self.train_shift} would move a {self.canvas_size}x{self.canvas_size} "
+                             f"canvas by half its width or more: at most {(self.canvas_size - 1) // 2}")
         if self.threads > MAX_THREADS:
             raise ValueError(f"--threads {self.threads} is more than this library allows ({MAX_THREADS})")
 

@@ -53,7 +53,7 @@ class HardAttentionLearner:
         generator = self.generator.manual_seed(step_seed)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
         first = first_locations(generator, len(indices), self.task["first_location"])
-        batch = training_canvases(self.train_digits, generator, indices, self.task)
+        batch = training_canvases(self.train_digits, generator, indices, self.task, self.config.train_shift)
         k = self.samples
 
         def noise(mean: torch.Tensor) -> torch.Tensor:
