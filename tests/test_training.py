@@ -68,7 +68,7 @@ def test_train_shift_moves_each_training_canvas_by_its_own_offset(bundled):
     assert not np.array_equal(moved.images.numpy(), plain.images.numpy())
 
 
-def test_a_shifted_run_records_its_shift_and_validates_on_unshifted_canvases(tmp_path):
+def test_a_shifted_run_records_its_shift_and_keeps_the_test_task(tmp_path):
     args = ["--preset", "mnist28", "--max-steps", "4", "--batch-size", "32", "--val-every", "4"]
     assert run_train(tmp_path, "plain", *args)[0] == 0
     assert run_train(tmp_path, "shifted", *args, "--train-shift", "2")[0] == 0

@@ -57,9 +57,6 @@ class TrainConfig:
     n_glimpses: int = _opt(6, "glimpses, reads, attention steps or crops per digit (families that need other "
                            "counts than a preset's say so: see glimpse/models/)")
     first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
-    train_shift: int = _opt(0, "training canvases only: move each canvas by a random whole number of pixels "
-                            "up to this far along x and y, fresh every time (augmentation for the centred "
-                            "digits of --centred-digit; the validation and test canvases stay as they are)")
     # RAM
     core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
     glimpse_net: str = _opt("linear", "hard: the glimpse network's \"what\" pathway: the paper's linear layer on the "
@@ -101,6 +98,9 @@ class TrainConfig:
     batch_size: int = _opt(128, "images per step (hard: the number of parallel envs); under torchrun the global "
                            "batch, split evenly over the processes")
     epochs: int = _opt(5, "passes over the training digits (fresh clutter every time)")
+    train_shift: int = _opt(0, "training canvases only: move each canvas by a random whole number of pixels "
+                            "up to this far along x and y, fresh every time (augmentation for the centred "
+                            "digits of --centred-digit; the validation and test canvases stay as they are)")
     # the run
     seed: int = _opt(0, "seed of everything: weights, data order, clutter, location sampling")
     data_dir: str | None = _opt(None, "MNIST root in torchvision's layout, or 'bundled' for the bundled subset "
