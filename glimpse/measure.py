@@ -217,6 +217,11 @@ def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray
         return _flat_grad(loss.reinforce, params)
 
 
+def baseline_name(samples: int) -> str:
+    """The REINFORCE baseline of ``--reinforce-samples`` = ``samples``, as tables name it."""
+    return "learned baseline" if samples == 1 else f"leave-one-out baseline, K = {samples}"
+
+
 def reinforce_estimator_noise(model: nn.Module, task: dict, samples: int, n_batches: int, batch_size: int,
                               data_dir: str | None = None, seed: int = 20_000, n_bootstrap: int = 200) -> dict:
     """How noisy one REINFORCE estimator of RAM's location-policy gradient is, and what it costs.

@@ -72,6 +72,7 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
         assert len(one) == 2 and one[0].dtype == np.uint8 and one[0].shape[0] == 3
         assert list(drawn) == ["attention/where_it_looks"] and drawn["attention/where_it_looks"].shape[0] == 3
         assert sum(p.numel() for p in attention_parameters(learner.model, name).values()) > 0
+        assert family.attention_module_text  # the report says in words what those parameters are
     else:
         assert look.attention is None and drawn == {}
         with pytest.raises(ValueError, match="no attention"):

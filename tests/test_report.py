@@ -40,7 +40,8 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     assert text.count("| 2 | ") >= 3 and f"| {RAM.label} | {DRAW.label} | 2 |" in text
     right = np.load(runs / "ram-seed0" / "test-right-v1.npy")
     assert right.dtype == bool and abs(right.mean() - (1 - errors[0] / 100)) < 1e-9
-    assert "REINFORCE + learned baseline" in text and "backpropagation" in text
+    assert f"| {RAM.label} | REINFORCE + learned baseline | " in text and f"| {DRAW.label} | backpropagation | " in text
+    assert f"(RAM: {get_family('ram').attention_module_text}; DRAW read: " in text
     assert all(f"leave-one-out baseline, K = {k} |" in text for k in (2, 4, 8))
     assert "| leave-one-out, K = 2 | " in text and "| learned baseline | " in text
     for png in ("learning_curves.png", "glimpse_sweep.png", "where_they_look.png", "estimators.png"):
@@ -73,7 +74,10 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     assert load_checkpoint(runs / "fc-seed0" / "best.pt")["train_config"]["epochs"] == FC.epochs
     text = (out / "compare.md").read_text()
     assert "best-known recipes" in text and f"| {RAM.label} | {family.converged_epochs} | 1 |" in text
-    assert "REINFORCE + learned baseline" in text  # the gradient spread is measured on the converged run
+    # the gradient spread is measured on the converged run, with the estimator it trained with
+    k = family.converged_recipe["reinforce_samples"]
+    assert f"| {RAM.label} | REINFORCE + leave-one-out baseline, K = {k} | " in text
+    assert f"(RAM: {family.attention_module_text})" in text
     assert "Accuracy against the number of glimpses" not in text and not (out / "glimpse_sweep.png").exists()
     assert "| cpu (1 thread) |" in text
     # the sweep and the estimator runs belong to the short report

@@ -109,6 +109,7 @@ class DRAWFamily(Family):
     options = ("n_glimpses", "hidden_size", "read_size", "draw_min_sigma_strides", "attention_into_core")
     report_epochs = 6
     converged_epochs = 480  # the shipped draw-cluttered60 run: 0.12 points gained over its last 20 %
+    attention_module_text = "the Linear layer that emits the filterbank parameters"
     report_sweep = True
 
     def model_config(self, config) -> dict:

@@ -107,6 +107,8 @@ class Family:
     # has levelled off; None keeps the short budget (the full-image baselines)
     converged_recipe: ClassVar[dict] = {}
     converged_epochs: ClassVar[int | None] = None
+    # what the parameters of :meth:`attention_module` are, in words (for the report)
+    attention_module_text: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ building
     def model_config(self, config) -> dict:

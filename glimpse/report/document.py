@@ -20,7 +20,7 @@ from glimpse.cli import markdown_table
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import TEST_SEED, fixed_set
-from glimpse.measure import flops_per_image, pixels_read
+from glimpse.measure import baseline_name, flops_per_image, pixels_read
 from glimpse.models import get_family, list_families
 from glimpse.stats import format_interval
 from glimpse.report import figures
@@ -279,21 +279,24 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         cells = [_threshold_cell(time_to_threshold(group, t), seconds_per_epoch[name]) for t in THRESHOLDS]
         best = max(max((h["val_accuracy"] for h in r.get("history", [])), default=0) for r in group.runs)
         threshold_rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{seconds_per_epoch[name]:.1f}"])
-    grad_rows = []
+    grad_rows, described = [], {}
     for name, spread in gradients.items():
         group = next(g for g in groups if g.experiment.name == name)
         label = group.experiment.label
-        estimator = "REINFORCE + learned baseline" if group.experiment.family == "hard" else "backpropagation"
+        family = get_family(group.runs[0]["kind"])
+        described[family.title.split(" (")[0]] = family.attention_module_text
         lo, hi = spread["interval"]
-        grad_rows.append([label, estimator, spread["n_parameters"], _number(spread["relative_variance"]),
+        grad_rows.append([label, spread["estimator"], spread["n_parameters"], _number(spread["relative_variance"]),
                           f"{_number(lo)} to {_number(hi)}"])
+    listed = "; ".join(f"{title}: {text}" for title, text in described.items())
+    attention_parameters = f" ({listed})" if listed else ""
     estimator_rows = []
     for name, rows in estimators.items():
         label = next(g.experiment.label for g in groups if g.experiment.name == name)
         reference = rows[0]["trace"] * rows[0]["seconds_per_batch"]
         for row in rows:
             k, lo, hi = row["samples"], *row["trace_interval"]
-            estimator = "learned baseline" if k == 1 else f"leave-one-out baseline, K = {k}"
+            estimator = baseline_name(k)
             per_second = row["trace"] * row["seconds_per_batch"]
             estimator_rows.append([label, estimator, f"{row['trace']:.4g}", f"{lo:.4g} to {hi:.4g}",
                                    f"{1000 * row['seconds_per_batch']:.1f}", f"{per_second / reference:.2f}"])
@@ -367,9 +370,8 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "",
         "## Exact vs approximate gradient",
         "",
-        f"The gradient of the attention parameters (RAM: the location policy's mean head; DRAW: the "
-        f"Linear layer that emits the filterbank parameters; Show-Attend-Tell: the additive attention "
-        f"MLP) from {settings.grad_batches} independent minibatches of {settings.grad_batch_size} training "
+        f"The gradient of the attention parameters{attention_parameters} from {settings.grad_batches} "
+        f"independent minibatches of {settings.grad_batch_size} training "
         f"images at the same weights: seed 0's initialisation, where every model's expected gradient is "
         f"clearly non-zero (at trained weights it is close to zero by construction, and a ratio to it says "
         f"nothing). Relative variance = trace of the covariance of one minibatch's estimate / squared norm "
@@ -377,9 +379,9 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         f"minus the trace over the number of minibatches); 'unbounded' when that is not positive, i.e. "
         f"the mean gradient is not resolved from the noise. It is the number of minibatches to average "
         f"before the noise is as large as the signal; scale-free, so models with different parameters "
-        f"compare. The interval resamples the minibatches. RAM's estimate is REINFORCE with the learned "
-        f"baseline (its noise is the data plus the sampled locations), the soft models' is plain "
-        f"backpropagation (noise from the data only).",
+        f"compare. The interval resamples the minibatches. Each model's estimate is the one its runs "
+        f"trained with: for hard attention REINFORCE with the runs' baseline (its noise is the data plus "
+        f"the sampled locations), for soft attention plain backpropagation (noise from the data only).",
         "",
         _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], grad_rows)
         if grad_rows else "(no runs)",

@@ -13,8 +13,8 @@ from envs import ClutteredMNISTVectorEnv
 
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import evaluate_checkpoint
-from glimpse.measure import (flops_per_image, pixels_read, ram_gradient_fn, reinforce_estimator_noise,
-                             soft_gradient_fn)
+from glimpse.measure import (baseline_name, flops_per_image, pixels_read, ram_gradient_fn,
+                             reinforce_estimator_noise, soft_gradient_fn)
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
@@ -162,19 +162,26 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     """Spread of one minibatch's gradient of the attention parameters over ``n_batches``
     minibatches at fixed weights: the seed-0 run's *initialisation*, where every model's expected
     gradient is clearly non-zero (at trained weights it is ~0 by construction, and a ratio to it
-    means nothing). REINFORCE with the learned baseline for RAM, backpropagation for the soft models.
+    means nothing). Each model's gradient is the one its runs trained with: backpropagation for
+    the soft models, for a hard one REINFORCE with its runs' baseline (``--reinforce-samples`` K:
+    the learned baseline, or K trajectories of each of the ``batch_size`` images and the
+    leave-one-out baseline).
 
-    Returns the relative variance (see :func:`relative_variance`) and a 90 % bootstrap interval
-    (resampling the minibatches; the upper end is inf when the signal is not resolved)."""
+    Returns the relative variance (see :func:`relative_variance`), a 90 % bootstrap interval
+    (resampling the minibatches; the upper end is inf when the signal is not resolved) and the
+    ``estimator``'s name."""
     run = seed_runs.runs[0]
     kind, task = run["kind"], run["task"]
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
     model = build_model(kind, run["model_config"]).eval()
     if get_family(kind).mode == "hard":
-        env = ClutteredMNISTVectorEnv(batch_size, **{**task, "split": "train", "data_dir": data_dir})
-        grad_fn = ram_gradient_fn(model, env, seed)
+        samples = run["train_config"].get("reinforce_samples", 1)
+        env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
+        grad_fn = ram_gradient_fn(model, env, seed, samples)
+        estimator = f"REINFORCE + {baseline_name(samples)}"
     else:
         grad_fn = soft_gradient_fn(model, kind, task, data.train, batch_size, seed)
+        estimator = "backpropagation"
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
     # bootstrap the inverse (signal / trace), which stays finite, then invert its interval
     rng = torch.Generator().manual_seed(seed)
@@ -185,9 +192,8 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
             inverse.append(max(signal, 0.0) / trace)
     lo_inv, hi_inv = np.quantile(inverse, [0.05, 0.95]) if inverse else (0.0, 0.0)
     return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
-
             "interval": (1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf),
-            "trace": float(grads.var(0, unbiased=True).sum())}
+            "trace": float(grads.var(0, unbiased=True).sum()), "estimator": estimator}
 
 
 def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_size: int, data_dir: str | None,
