@@ -57,6 +57,9 @@ QUICK = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--ba
     (["--train-shift", "-1"], "--train-shift must be >= 0"),
     (["--train-shift", "14"], "at most 13"),
     (["--train-shift", "2", "--preset", "cluttered60"], "--train-shift 2 is for centred digits"),
+    (["--init-from", "/nonexistent/best.pt"], "checkpoint /nonexistent/best.pt does not exist"),
+    (["--init-from", str(ROOT / "checkpoints" / "sat-cluttered60.pt")], "holds a sat model; this run trains ram"),
+    (["--init-from", str(ROOT / "checkpoints" / "ram-cluttered60.pt")], "its weights do not fit this model"),
 ])
 def test_a_bad_flag_is_refused_before_anything_is_created(argv, match, tmp_path, capsys):
     runs = tmp_path / "runs"

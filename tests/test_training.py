@@ -78,6 +78,23 @@ def test_a_shifted_run_records_its_shift_and_keeps_the_test_task(tmp_path):
     assert any(not torch.equal(v, shifted["model_state"][k]) for k, v in plain["model_state"].items())
 
 
+def test_init_from_starts_a_two_digit_reader_from_a_one_digit_run(tmp_path):
+    args = ["--preset", "cluttered60", "--batch-size", "32", "--val-every", "2", "--max-steps", "2"]
+    assert run_train(tmp_path, "one", *args, "--seed", "1")[0] == 0  # other initial weights than seed 0's
+    source = weights(tmp_path / "one" / "best.pt")
+    two = [*args, "--n-digits", "2", "--max-steps", "1", "--val-every", "1"]
+    assert run_train(tmp_path, "two", *two, "--init-from", str(tmp_path / "one" / "best.pt"))[0] == 0
+    assert run_train(tmp_path, "scratch", *two)[0] == 0
+    started = load_checkpoint(tmp_path / "two" / "last.pt")
+    assert started["train_config"]["init_from"] == str(tmp_path / "one" / "best.pt")
+    assert started["task"]["n_digits"] == 2 and started["step"] == 1
+    # one Adam step in the warm-up moves a weight by about its learning rate: the run began at the source's weights
+    moved = max(float((v - source[k]).abs().max()) for k, v in started["model_state"].items())
+    assert moved < 1e-4, moved
+    scratch = weights(tmp_path / "scratch" / "last.pt")
+    assert max(float((v - source[k]).abs().max()) for k, v in scratch.items()) > 0.01
+
+
 def test_seeded_runs_reproduce(tmp_path):
     args = ["--preset", "cluttered60", "--max-steps", "6", "--batch-size", "32", "--val-every", "3"]
     assert run_train(tmp_path, "a", *args)[0] == 0

@@ -93,6 +93,29 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
     return LEARNERS[config.family.mode](config, data, device, rank, world_size)
 
 
+def load_initial_weights(learner: Learner, path: str | Path) -> None:
+    """Put the weights of checkpoint ``path`` into ``learner.model`` (--init-from): a model of the
+    same family whose parameters have the same names and shapes; the task it was trained on may
+    differ (the same RAM reads one digit or a sequence of them). ValueError when it does not fit."""
+    source = load_checkpoint(path)
+    if source["kind"] != learner.family.name:
+        raise ValueError(f"--init-from {path} holds a {source['kind']} model; this run trains {learner.family.name}")
+    own = learner.model.state_dict()
+    theirs = source["model_state"]
+    misfit = sorted(name for name in own.keys() | theirs.keys()
+                    if name not in own or name not in theirs or own[name].shape != theirs[name].shape)
+    if misfit:
+        shown = ", ".join(f"{name} {_shape(theirs, name)} there, {_shape(own, name)} here" for name in misfit[:3])
+        raise ValueError(f"--init-from {path}: its weights do not fit this model ({shown}"
+                         f"{', ...' if len(misfit) > 3 else ''}); give the options it was trained with "
+                         f"(sizes, --core, --glimpse-net, --n-scales, ...)")
+    learner.model.load_state_dict(theirs)
+
+
+def _shape(state: dict, name: str) -> str:
+    return str(tuple(state[name].shape)) if name in state else "missing"
+
+
 def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Adam:
     """Adam over ``model``'s parameters. The fused kernel (one pass over all parameters, CPU and
     CUDA) takes a quarter of the per-tensor loop's time on RAM's many small tensors; same update rule."""
@@ -173,6 +196,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         torch.manual_seed(config.seed)
         data = load_mnist(config.data_dir)
         learner = make_learner(config, data, device, rank, world)
+        if config.init_from and resumed is None:  # a resumed run's weights come from its own checkpoint
+            load_initial_weights(learner, config.init_from)
         optimizer = make_optimizer(learner.model, config.lr)
         n_train = len(data.train)
         if n_train < config.batch_size:
