@@ -103,7 +103,7 @@ class TrainConfig:
                             "digits of --centred-digit; the validation and test canvases stay as they are)")
     init_from: str | None = _opt(None, "start from the weights of this checkpoint, a model of the same family and "
                                  "sizes trained on any task (a one-digit reader to learn two digits, say); the "
-                                 "optimizer, schedule and step count start afresh")
+                                 "optimizer, schedule and step count start afresh (default: random initial weights)")
     # the run
     seed: int = _opt(0, "seed of everything: weights, data order, clutter, location sampling")
     data_dir: str | None = _opt(None, "MNIST root in torchvision's layout, or 'bundled' for the bundled subset "
