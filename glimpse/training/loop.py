@@ -93,14 +93,16 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
     return LEARNERS[config.family.mode](config, data, device, rank, world_size)
 
 
-def load_initial_weights(learner: Learner, path: str | Path) -> None:
-    """Put the weights of checkpoint ``path`` into ``learner.model`` (--init-from): a model of the
-    same family whose parameters have the same names and shapes; the task it was trained on may
-    differ (the same RAM reads one digit or a sequence of them). ValueError when it does not fit."""
+def initial_weights(config: TrainConfig) -> dict[str, torch.Tensor]:
+    """The weights of checkpoint ``config.init_from`` (--init-from), checked against the model this
+    run builds: the same family, parameters of the same names and shapes; the task it was trained
+    on may differ (the same RAM reads one digit or a sequence of them). ValueError when it does not
+    fit. Cheap (no data), so a run can refuse it before it loads data or makes its directory."""
+    path, family = config.init_from, config.family
     source = load_checkpoint(path)
-    if source["kind"] != learner.family.name:
-        raise ValueError(f"--init-from {path} holds a {source['kind']} model; this run trains {learner.family.name}")
-    own = learner.model.state_dict()
+    if source["kind"] != family.name:
+        raise ValueError(f"--init-from {path} holds a {source['kind']} model; this run trains {family.name}")
+    own = family.build(family.model_config(config)).state_dict()
     theirs = source["model_state"]
     misfit = sorted(name for name in own.keys() | theirs.keys()
                     if name not in own or name not in theirs or own[name].shape != theirs[name].shape)
@@ -109,7 +111,7 @@ def load_initial_weights(learner: Learner, path: str | Path) -> None:
         raise ValueError(f"--init-from {path}: its weights do not fit this model ({shown}"
                          f"{', ...' if len(misfit) > 3 else ''}); give the options it was trained with "
                          f"(sizes, --core, --glimpse-net, --n-scales, ...)")
-    learner.model.load_state_dict(theirs)
+    return theirs
 
 
 def _shape(state: dict, name: str) -> str:
@@ -170,6 +172,8 @@ def default_run_name(config: TrainConfig) -> str:
 def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool = False) -> TrainResult:
     """Train, validate every epoch, keep the best checkpoint, and score it on the test set."""
     resumed = load_checkpoint(_last_checkpoint(resume)) if resume is not None else None
+    # a resumed run's weights come from its own checkpoint
+    initial = initial_weights(config) if config.init_from and resumed is None else None
     if config.threads:
         torch.set_num_threads(config.threads)
     device = distributed.resolve_device(config.device)
@@ -196,8 +200,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         torch.manual_seed(config.seed)
         data = load_mnist(config.data_dir)
         learner = make_learner(config, data, device, rank, world)
-        if config.init_from and resumed is None:  # a resumed run's weights come from its own checkpoint
-            load_initial_weights(learner, config.init_from)
+        if initial is not None:
+            learner.model.load_state_dict(initial)
         optimizer = make_optimizer(learner.model, config.lr)
         n_train = len(data.train)
         if n_train < config.batch_size:
