@@ -75,6 +75,17 @@ def requests(args) -> list[RunRequest]:
     return wanted
 
 
+def _counts(flag: str, text: str, minimum: int, why: str) -> tuple[int, ...]:
+    """A comma-separated list of counts ('' for none), each at least ``minimum``."""
+    try:
+        counts = tuple(int(n) for n in text.split(",") if n.strip())
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated integers, got {text!r}") from None
+    if any(n < minimum for n in counts):
+        raise ValueError(f"{flag} counts must be >= {minimum}{why}, got {text!r}")
+    return counts
+
+
 def check(args) -> None:
     """Validate the options; turn --models and --glimpses into experiments and counts."""
     by_name = {e.name: e for e in MODELS}
@@ -95,18 +106,8 @@ def check(args) -> None:
         args.glimpses = ",".join(map(str, GLIMPSE_COUNTS))
     if args.estimators is None:
         args.estimators = ",".join(map(str, ESTIMATOR_SAMPLES))
-    try:
-        args.glimpses = tuple(int(n) for n in args.glimpses.split(",") if n.strip())
-    except ValueError:
-        raise ValueError(f"--glimpses must be comma-separated integers, got {args.glimpses!r}") from None
-    if any(n < 1 for n in args.glimpses):
-        raise ValueError("--glimpses must be >= 1")
-    try:
-        args.estimators = tuple(int(n) for n in args.estimators.split(",") if n.strip())
-    except ValueError:
-        raise ValueError(f"--estimators must be comma-separated integers, got {args.estimators!r}") from None
-    if any(n < 2 for n in args.estimators):
-        raise ValueError("--estimators counts must be >= 2 (1 is the learned baseline, always trained)")
+    args.glimpses = _counts("--glimpses", args.glimpses, 1, "")
+    args.estimators = _counts("--estimators", args.estimators, 2, " (1 is the learned baseline, always trained)")
     for name in ("seeds", "jobs", "threads", "grad_batches", "speed_steps"):
         if getattr(args, name) < (2 if name == "grad_batches" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'grad_batches' else 1}")

@@ -6,31 +6,23 @@ import numpy as np
 import torch
 
 from envs.data import MNISTSplits
-from envs.engine import DigitBank, first_locations
+from envs.engine import first_locations
 from glimpse.losses import digit_returns, hybrid_loss
 from glimpse.inference import read_right
 from glimpse.models.ram.rollout import episode_env, run_episodes
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import cosine, local_batch_size, training_canvases
+from glimpse.training.learner import LearnerSetup, cosine, training_canvases
 
 
-class HardAttentionLearner:
+class HardAttentionLearner(LearnerSetup):
     def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
                  rank: int = 0, world_size: int = 1):
-        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
-        self.local_batch = local_batch_size(config.batch_size, world_size)
-        self.family = config.family
-        self.task = config.task()
-        self.model_config = self.family.model_config(config)
-        self.model = self.family.build(self.model_config).to(self.device)
-        self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
+        super().__init__(config, data, device, rank, world_size)
         # the training env: one slot per trajectory (--reinforce-samples per image) of this process's share
         self.samples = config.reinforce_samples
         # the trainer's actions are valid by construction: validate=False keeps episodes on the device
-        # (it plays the canvases given to it, drawn from ``data`` below: it loads no digits itself)
+        # (it plays the canvases given to it, drawn from the training digits: it loads no digits itself)
         self.env = episode_env(self.task, self.local_batch * self.samples, self.device, validate=False)
-        self.train_digits = DigitBank.of(data.train, self.device)  # moved to the device once
-        self.generator = torch.Generator(self.device)
 
     def schedule(self, progress: float) -> dict[str, float]:
         """Anneal the fixed policy std (--location-std-final) on the learning rate's cosine."""

@@ -14,8 +14,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.data import MNISTSplits
 from envs.engine import CanvasBatch, DigitBank, make_canvases
 from glimpse.models import Family
+from glimpse.training.config import TrainConfig
 from glimpse.viz import grid, where_it_looks
 
 N_PICTURE_COLUMNS = 4
@@ -59,6 +61,24 @@ def shifted(batch: CanvasBatch, generator: torch.Generator, shift: int) -> Canva
 def cosine(progress: float) -> float:
     """1 at the start of the run (progress 0), 0 at its end (progress 1), half a cosine between."""
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, progress))))
+
+
+class LearnerSetup:
+    """What every learner sets up alike: this process's share of the global batch, the task, the
+    family's model on ``device``, the training digits moved there once, and the generator every
+    step reseeds (all of a step's randomness comes from it)."""
+
+    def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
+                 rank: int = 0, world_size: int = 1):
+        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
+        self.local_batch = local_batch_size(config.batch_size, world_size)
+        self.family = config.family
+        self.task = config.task()
+        self.model_config = self.family.model_config(config)
+        self.model = self.family.build(self.model_config).to(self.device)
+        self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
+        self.train_digits = DigitBank.of(data.train, self.device)
+        self.generator = torch.Generator(self.device)
 
 
 class Learner(Protocol):

@@ -8,27 +8,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from envs.engine import DigitBank
-from envs.data import MNISTSplits
 from glimpse.inference import read_right
 from glimpse.models import Look
 from glimpse.models.registry import canvases_to_tensor
-from glimpse.training.config import TrainConfig
-from glimpse.training.learner import local_batch_size, training_canvases
+from glimpse.training.learner import LearnerSetup, training_canvases
 
 
-class BackpropLearner:
-    def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
-                 rank: int = 0, world_size: int = 1):
-        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
-        self.local_batch = local_batch_size(config.batch_size, world_size)
-        self.family = config.family
-        self.task = config.task()
-        self.train_digits = DigitBank.of(data.train, self.device)  # moved to the device once
-        self.generator = torch.Generator(self.device)
-        self.model_config = self.family.model_config(config)
-        self.model = self.family.build(self.model_config).to(self.device)
-        self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
+class BackpropLearner(LearnerSetup):
+    """Cross-entropy (one term per digit) plus the family's own terms, backpropagated through the model."""
 
     def schedule(self, progress: float) -> dict[str, float]:
         return {}  # nothing but the learning rate changes over a backprop run
