@@ -6,7 +6,9 @@ errs because it never looked at the digit or because it misread a digit it found
 looks at step t is the ``centres`` of its family's :class:`glimpse.models.Attention` (RAM: the
 centre of glimpse t, following the policy mean as evaluate.py scores it; DRAW: the centre of the
 filterbank grid; Show-Attend-Tell: the attention-weighted mean of its cells' receptive-field
-centres; the Spatial Transformer: the centre of its crop).
+centres; the Spatial Transformer: the centre of its crop). A model that reads K digits in turn
+(K blocks of steps, digit k answered at the end of block k) is asked per block whether it looked
+at the digit it was to read or at another one (:func:`reading_summary`).
 """
 from __future__ import annotations
 
@@ -25,12 +27,17 @@ from glimpse.models import get_family
 # A step "found" the digit within this many pixels of its centre: the digit is 28x28, so RAM's
 # finest 12x12 scale then holds part of it, and DRAW's read at a typical final stride all of it.
 DEFAULT_RADIUS = 10.0
+# Two-digit canvases: the canvas error is broken down by the gap between neighbouring digits' left
+# edges at these pixels (the digit's ink starts a few pixels inside its 28x28 box, so below about
+# 3 px which digit comes first is hardly visible).
+GAP_EDGES = (3, 10)
 
 
 @torch.no_grad()
 def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
                       seed: int = 0, progress=None) -> tuple[np.ndarray, np.ndarray]:
-    """(N, H, W) uint8 canvases -> (centres (N, T, 2) pixel (x, y) of each step, predictions (N,)).
+    """(N, H, W) uint8 canvases -> (centres (N, T, 2) pixel (x, y) of each step, predictions (N,)
+    or (N, K) for a model that reads K digits per canvas).
 
     The predictions are evaluate.py's (deterministic); ``seed`` places random first glimpses as
     ``evaluate.py --seed`` does. ``progress``: a tqdm bar to advance by each batch."""
@@ -67,17 +74,57 @@ def localisation_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions:
             "share_of_errors_not_found": float((wrong & ~found).sum() / max(wrong.sum(), 1))}
 
 
+def reading_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.ndarray, labels: np.ndarray,
+                    radius: float, gap_edges: tuple[int, ...] = GAP_EDGES) -> dict:
+    """Several digits per canvas, read in turn: centres (N, K * T, 2) pixels, T steps per digit;
+    digit_xy (N, K, 2) top-left of each digit's box; predictions and labels (N, K), all in reading
+    order (left to right by the box's left edge) -> a summary dict.
+
+    Per digit k: its error; how often block k (the steps that end in digit k's answer) looked
+    within ``radius`` of digit k (*found*), and how often only at another digit; the share of
+    canvases where digit k's answer is another digit's label (it read the wrong one). Then the
+    canvas error by the horizontal gap between neighbouring digits' left edges, the quantity the
+    reading order turns on: at a gap of a pixel or two the order is all but invisible."""
+    n, k = labels.shape
+    if centres.shape[1] % k:
+        raise ValueError(f"{centres.shape[1]} steps do not split into {k} blocks, one per digit")
+    blocks = centres.reshape(n, k, -1, 2)  # (N, K blocks, T, 2)
+    digit_centres = digit_xy + DIGIT_SIZE / 2  # (N, K, 2)
+    # near[n, b, d]: some step of block b looked within the radius of digit d
+    distance = np.linalg.norm(blocks[:, :, :, None, :] - digit_centres[:, None, None, :, :], axis=-1)
+    near = (distance <= radius).any(2)
+    own = near[:, np.arange(k), np.arange(k)]  # (N, K)
+    elsewhere = (near & ~np.eye(k, dtype=bool)).any(2) & ~own
+    wrong = predictions != labels  # (N, K)
+    others = labels[:, None, :] == predictions[:, :, None]  # others[n, b, d]: answer b is digit d's label
+    read_another = wrong & (others & ~np.eye(k, dtype=bool)).any(2)
+    canvas_wrong = wrong.any(1)
+    gap = np.diff(digit_xy[..., 0], axis=1).min(1) if k > 1 else np.full(n, np.inf)  # (N,) >= 0, sorted
+    bounds = (0, *gap_edges, None)
+    by_gap = []
+    for low, high in zip(bounds[:-1], bounds[1:]):
+        mask = (gap >= low) & (gap < (np.inf if high is None else high))
+        by_gap.append({"low": low, "high": high, "share": float(mask.mean()),
+                       "error": float(canvas_wrong[mask].mean()) if mask.any() else None})
+
+    def mean(x):
+        return x.mean(0).round(4).tolist()
+
+    return {"n": int(n), "n_digits": int(k), "radius": float(radius), "error": float(canvas_wrong.mean()),
+            "digit_error": mean(wrong), "found": mean(own), "only_another_digit": mean(elsewhere),
+            "answered_another_digit": mean(read_another), "error_by_gap": by_gap}
+
+
 def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test",
                         radius: float = DEFAULT_RADIUS, seed: int = 0, batch_size: int = 500) -> dict:
-    """:func:`localisation_summary` of a checkpoint on its fixed test (or validation) canvases."""
+    """:func:`localisation_summary` (or for a model that reads several digits per canvas
+    :func:`reading_summary`) of a checkpoint on its fixed test (or validation) canvases."""
     if not radius > 0 or batch_size < 1:
         raise ValueError("--radius must be > 0 and --batch-size >= 1")
     model, payload = load_model(checkpoint)
     task, kind = payload["task"], payload["kind"]
-    if task.get("n_digits", 1) > 1:
-        raise ValueError(f"{checkpoint} reads {task['n_digits']} digits per canvas; localisation measures "
-                         "single-digit canvases")
     canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split)
     centres, predictions = attention_centres(kind, model, task, canvases.images, batch_size, seed)
-    summary = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, radius)
+    summarise = reading_summary if task.get("n_digits", 1) > 1 else localisation_summary
+    summary = summarise(centres, canvases.digit_xy, predictions, canvases.labels, radius)
     return {"checkpoint": str(checkpoint), "kind": kind, "split": split, **summary}

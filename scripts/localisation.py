@@ -7,8 +7,10 @@ On the fixed test canvases (the ones evaluate.py scores), for every attention fa
 checkpoints: at each step, the median distance in pixels from where the model looked to the
 digit's centre and the share of canvases looked at within --radius of it; then how many canvases
 had some step within the radius ("found"), and the test error where the digit was found and where
-it was not; with several checkpoints, one table row each. See glimpse/localisation.py for what
-"where it looked" means for each model.
+it was not; with several checkpoints, one table row each. A two-digit checkpoint (multi100) gets,
+per digit in reading order, whether the steps that answer it looked at it or only at the other
+digit, and the canvas error by the gap between the digits' left edges (its own table, also among
+several checkpoints). See glimpse/localisation.py for what "where it looked" means for each model.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
@@ -42,6 +44,23 @@ def print_steps(result: dict, args) -> None:
           f"{percent(result['error_when_found'])}, where not {percent(result['error_when_not_found'])}; "
           f"{percent(result['share_of_errors_not_found'])} of the errors are on canvases where it never found "
           "the digit")
+
+
+def print_reading(result: dict, split: str) -> None:
+    """A checkpoint that reads several digits per canvas: per digit, then by the digits' gap."""
+    print(f"{Path(result['checkpoint']).name} ({result['kind']}), {result['n']} {split} canvases of "
+          f"{result['n_digits']} digits, error {percent(result['error'])} (every digit right)")
+    print(f"| digit (reading order) | digit error | its steps looked within {result['radius']:g} px of it | "
+          "looked only at another digit | answered another digit's label |")
+    print("|---|---|---|---|---|")
+    for k in range(result["n_digits"]):
+        print(f"| {k + 1} | {percent(result['digit_error'][k])} | {percent(result['found'][k])} | "
+              f"{percent(result['only_another_digit'][k])} | {percent(result['answered_another_digit'][k])} |")
+    print("| gap between neighbouring digits' left edges | share of canvases | error |")
+    print("|---|---|---|")
+    for row in result["error_by_gap"]:
+        span = f">= {row['low']} px" if row["high"] is None else f"{row['low']}-{row['high'] - 1} px"
+        print(f"| {span} | {percent(row['share'])} | {percent(row['error'])} |")
 
 
 def print_table(results: list[dict], radius: float) -> None:
@@ -78,10 +97,14 @@ def main(argv: list[str] | None = None) -> int:
                                                radius=args.radius, seed=args.seed, batch_size=args.batch_size))
         except (ValueError, DataError, CheckpointError) as exc:
             return fail(exc)
-    if len(results) == 1:
-        print_steps(results[0], args)
-    else:
-        print_table(results, args.radius)
+    single = [r for r in results if "n_digits" not in r]
+    if len(single) == 1 and len(results) == 1:
+        print_steps(single[0], args)
+    elif single:
+        print_table(single, args.radius)
+    for result in results:
+        if "n_digits" in result:
+            print_reading(result, args.split)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results))
     return 0

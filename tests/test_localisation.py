@@ -9,7 +9,7 @@ import torch
 
 from glimpse.commands import train
 from envs.engine import fixed_canvas_set
-from glimpse.localisation import attention_centres, localisation_summary
+from glimpse.localisation import attention_centres, localisation_summary, reading_summary
 from glimpse.models import build_model
 from glimpse.training.config import resolve_config
 
@@ -30,6 +30,29 @@ def test_summary_by_hand():
     assert summary["error_when_found"] == 0.0 and summary["error_when_not_found"] == 1.0
     assert summary["share_of_errors_not_found"] == 1.0
     assert localisation_summary(centres, digit_xy, np.array([3, 5]), np.array([3, 7]), radius=13)["found"] == 1.0
+
+
+def test_reading_summary_by_hand():
+    # canvas 0: digits' boxes at (0, 0) and (40, 50), centres (14, 14) and (54, 64); gap 40 px.
+    #   block 1 looks at digit 1 and answers it; block 2 looks at digit 1 again and answers its label.
+    # canvas 1: boxes at (10, 0) and (11, 60), gap 1 px; block 1 looks only at digit 2 and answers
+    #   a digit no one wrote; block 2 looks at digit 2 and reads it right.
+    digit_xy = np.array([[[0, 0], [40, 50]], [[10, 0], [11, 60]]])
+    centres = np.array([[[14.0, 14.0], [90.0, 90.0], [16.0, 14.0], [14.0, 20.0]],
+                        [[25.0, 74.0], [25.0, 80.0], [25.0, 74.0], [90.0, 0.0]]])
+    labels = np.array([[3, 7], [1, 2]])
+    summary = reading_summary(centres, digit_xy, predictions=np.array([[3, 3], [9, 2]]), labels=labels, radius=10)
+    assert summary["n"] == 2 and summary["n_digits"] == 2 and summary["error"] == 1.0
+    assert summary["digit_error"] == [0.5, 0.5]
+    assert summary["found"] == [0.5, 0.5]               # canvas 0 block 1, canvas 1 block 2
+    assert summary["only_another_digit"] == [0.5, 0.5]  # canvas 1 block 1, canvas 0 block 2
+    assert summary["answered_another_digit"] == [0.0, 0.5]  # canvas 0: 3 is digit 1's label
+    assert [(row["low"], row["high"], row["share"], row["error"]) for row in summary["error_by_gap"]] == [
+        (0, 3, 0.5, 1.0), (3, 10, 0.0, None), (10, None, 0.5, 1.0)]
+    right = reading_summary(centres, digit_xy, labels, labels, radius=10)
+    assert right["error"] == 0.0 and right["answered_another_digit"] == [0.0, 0.0]
+    with pytest.raises(ValueError, match="blocks"):
+        reading_summary(centres[:, :3], digit_xy, labels, labels, radius=10)
 
 
 @pytest.mark.parametrize("kind", ["ram", "draw", "sat"])
@@ -129,3 +152,17 @@ def test_script_on_a_checkpoint(script, tmp_path, capsys):
     assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--radius", "0"]) == 2
     assert "radius" in capsys.readouterr().err
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--data-dir", "bundled"]) == 2
+
+
+def test_script_on_a_two_digit_checkpoint(script, tmp_path, capsys):
+    assert train.main(["--data-dir", "bundled", "--threads", "1", "--image-every", "0", "--run-dir", str(tmp_path),
+                       "--run-name", "m", "--mode", "hard", "--preset", "multi100", "--n-glimpses", "2",
+                       "--max-steps", "2", "--batch-size", "16"]) == 0
+    checkpoint = str(tmp_path / "m" / "best.pt")
+    capsys.readouterr()
+    assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(out[-1])
+    assert result["n_digits"] == 2 and result["n"] == 2000 and len(result["found"]) == 2
+    assert sum(row["share"] for row in result["error_by_gap"]) == pytest.approx(1.0)
+    assert out[1].startswith("| digit (reading order) |") and len(out) == 11  # title, 2 + 2 rows, 2 + 3 rows, JSON
