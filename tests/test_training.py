@@ -34,10 +34,13 @@ def test_hard_attention_learns_well_above_chance(tmp_path, capsys):
     code, run = run_train(tmp_path, "learn", "--preset", "mnist28", "--epochs", "6", "--lr", "3e-3",
                           "--batch-size", "64")
     assert code == 0
-    out = capsys.readouterr().out
-    assert "test accuracy" in out and "TensorBoard logs" in out
+    captured = capsys.readouterr()
+    assert "test accuracy" in captured.out and "TensorBoard logs" in captured.out
     best = load_checkpoint(run / "best.pt")
     assert best["test_accuracy"] > 0.6, best["test_accuracy"]  # chance is 0.1
+    # off a terminal, progress comes as lines; the last one shows the run's best validation accuracy
+    last_line = [line for line in captured.err.splitlines() if line.startswith("train:")][-1]
+    assert f"best_val={best['best_val_accuracy']:.4f}" in last_line
     assert "bundled" in best["data_source"]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

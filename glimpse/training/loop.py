@@ -263,6 +263,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         step = start_step
         bar = progress(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
                        unit="step", disable=quiet or not main)
+        # one postfix for the bar: training loss and accuracy at each log, best validation at each validation
+        postfix = {"loss": "-", "acc": "-", "best_val": f"{best_val:.4f}" if best_val >= 0 else "-"}
         finite, checked_until = torch.ones((), dtype=torch.bool, device=device), start_step
         try:
             for step in bar:
@@ -295,8 +297,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                     scalars.update({**scheduled, "train/learning_rate": lr, "train/epoch": done / steps_per_epoch,
                                     "perf/images_per_second": window_images / (now - window_start)})
                     logger.scalars(scalars, done)
-                    bar.set_postfix(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['train/accuracy']:.3f}",
-                                    best_val=f"{max(best_val, 0):.4f}")
+                    postfix.update(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['train/accuracy']:.3f}")
+                    bar.set_postfix(**postfix)
                     window_start, window_images = now, 0
                 if main and config.image_every and done % config.image_every == 0:
                     logger.images(pictures(learner, *picture_canvases), done)
@@ -313,6 +315,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                     if val_acc > best_val:
                         best_val, best_step = val_acc, done
                         write_checkpoint(run_dir / "best.pt", payload(done, with_optimizer=False))
+                    postfix["best_val"] = f"{best_val:.4f}"
+                    bar.set_postfix(**postfix)
                     write_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
                     say(f"[glimpse] step {done} epoch {done / steps_per_epoch:.2f}: val accuracy {val_acc:.4f} "
                         f"(best {best_val:.4f} at step {best_step})")
