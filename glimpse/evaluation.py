@@ -16,6 +16,7 @@ from glimpse.inference import predict_probabilities, read_right
 from glimpse.checkpoint import describe_provenance, load_model
 from glimpse.models import get_family
 from glimpse.progress import progress as progress_bar
+from glimpse.stats import wilson_interval
 
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
 
@@ -106,6 +107,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         seeds = f"seeds {seed}..{seed + samples - 1}, one per trajectory" if samples > 1 else f"seed {seed}"
         policy += f", first glimpses at random ({seeds})"
     result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
+              "error_interval": list(wilson_interval(int((~right).sum()), len(labels))),  # 95 %, Wilson
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
               "images_per_second": len(labels) / seconds, "device": str(device),
               "train_seconds": payload.get("train_seconds"),

@@ -219,6 +219,8 @@ def test_evaluate_reports_the_training_test_accuracy(hard_checkpoint, capsys):
     result = last_json(capsys)
     assert result["n"] == 2000 and 0 <= result["accuracy"] <= 1
     assert result["error"] == pytest.approx(1 - result["accuracy"])
+    low, high = result["error_interval"]  # Wilson's 95 % interval: about 2 points wide for 2,000 canvases
+    assert low < result["error"] < high and 0.01 < high - low < 0.06
     assert result["accuracy"] == pytest.approx(load_checkpoint(hard_checkpoint)["test_accuracy"])
     assert "policy mean" in result["evaluation"]
 

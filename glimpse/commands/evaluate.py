@@ -7,7 +7,8 @@
 
 Without --images the checkpoint's own task is rebuilt on the test digits with a fixed seed: the
 same canvases that train.py reports on. Hard models follow the policy mean by default;
-``--samples M`` averages the class probabilities of M sampled trajectories and says so.
+``--samples M`` averages the class probabilities of M sampled trajectories and says so. The
+error comes with its 95 % (Wilson) interval, the README's convention.
 Exit code 2 for a bad checkpoint, file or option.
 """
 from __future__ import annotations
@@ -66,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)
     print(f"{Path(args.checkpoint).name} ({result['kind']}) on {result['images']}")
-    print(f"accuracy {result['accuracy']:.4f}, error {100 * result['error']:.2f} %, n={result['n']}; "
+    low, high = result["error_interval"]
+    print(f"accuracy {result['accuracy']:.4f}, error {100 * result['error']:.2f} % (95 % interval "
+          f"{100 * low:.2f}-{100 * high:.2f}), n={result['n']}; "
           f"{result['evaluation']}; {result['images_per_second']:.0f} images/s on {result['device']}")
     print(result["provenance"])
     if "digit_accuracy" in result:
