@@ -116,15 +116,19 @@ def reading_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.n
 
 
 def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test",
-                        radius: float = DEFAULT_RADIUS, seed: int = 0, batch_size: int = 500) -> dict:
+                        radius: float = DEFAULT_RADIUS, seed: int = 0, batch_size: int = 500,
+                        canvas_seed: int | None = None) -> dict:
     """:func:`localisation_summary` (or for a model that reads several digits per canvas
-    :func:`reading_summary`) of a checkpoint on its fixed test (or validation) canvases."""
+    :func:`reading_summary`) of a checkpoint on its fixed test (or validation) canvases, or with
+    ``canvas_seed`` on fresh canvases of the split's digits drawn from that seed."""
     if not radius > 0 or batch_size < 1:
         raise ValueError("--radius must be > 0 and --batch-size >= 1")
+    if canvas_seed is not None and canvas_seed < 0:
+        raise ValueError(f"--canvas-seed must be >= 0, got {canvas_seed}")
     model, payload = load_model(checkpoint)
     task, kind = payload["task"], payload["kind"]
-    canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split)
+    canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split, canvas_seed)
     centres, predictions = attention_centres(kind, model, task, canvases.images, batch_size, seed)
     summarise = reading_summary if task.get("n_digits", 1) > 1 else localisation_summary
     summary = summarise(centres, canvases.digit_xy, predictions, canvases.labels, radius)
-    return {"checkpoint": str(checkpoint), "kind": kind, "split": split, **summary}
+    return {"checkpoint": str(checkpoint), "kind": kind, "split": split, "canvas_seed": canvas_seed, **summary}

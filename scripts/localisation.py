@@ -10,7 +10,8 @@ had some step within the radius ("found"), and the test error where the digit wa
 it was not; with several checkpoints, one table row each. A two-digit checkpoint (multi100) gets,
 per digit in reading order, whether the steps that answer it looked at it or only at the other
 digit, and the canvas error by the gap between the digits' left edges (its own table, also among
-several checkpoints). See glimpse/localisation.py for what "where it looked" means for each model.
+several checkpoints). `--canvas-seed S` measures on fresh canvases drawn from seed S instead. See
+glimpse/localisation.py for what "where it looked" means for each model.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
@@ -32,8 +33,14 @@ def percent(value) -> str:
     return "-" if value is None else f"{100 * value:.2f} %"
 
 
+def which_canvases(result: dict) -> str:
+    """'test canvases', or for --canvas-seed 'fresh test canvases (seed S)'."""
+    seed = result.get("canvas_seed")
+    return f"{result['split']} canvases" if seed is None else f"fresh {result['split']} canvases (seed {seed})"
+
+
 def print_steps(result: dict, args) -> None:
-    print(f"{Path(result['checkpoint']).name} ({result['kind']}), {result['n']} {args.split} canvases, "
+    print(f"{Path(result['checkpoint']).name} ({result['kind']}), {result['n']} {which_canvases(result)}, "
           f"error {percent(result['error'])}")
     print("| step | median distance to the digit (px) | within %g px |" % args.radius)
     print("|---|---|---|")
@@ -46,9 +53,9 @@ def print_steps(result: dict, args) -> None:
           "the digit")
 
 
-def print_reading(result: dict, split: str) -> None:
+def print_reading(result: dict) -> None:
     """A checkpoint that reads several digits per canvas: per digit, then by the digits' gap."""
-    print(f"{Path(result['checkpoint']).name} ({result['kind']}), {result['n']} {split} canvases of "
+    print(f"{Path(result['checkpoint']).name} ({result['kind']}), {result['n']} {which_canvases(result)} of "
           f"{result['n_digits']} digits, error {percent(result['error'])} (every digit right)")
     print(f"| digit (reading order) | digit error | its steps looked within {result['radius']:g} px of it | "
           "looked only at another digit | answered another digit's label |")
@@ -81,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="pixels from the digit's centre that count as looking at it (the digit is 28x28)")
     parser.add_argument("--split", choices=("test", "val"), default="test")
     parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")
+    parser.add_argument("--canvas-seed", type=int, default=None,
+                        help="fresh canvases of the split's digits drawn from this seed, as evaluate.py --canvas-seed")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
@@ -94,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     for checkpoint in args.checkpoint:
         try:
             results.append(localise_checkpoint(checkpoint, data_dir=args.data_dir, split=args.split,
-                                               radius=args.radius, seed=args.seed, batch_size=args.batch_size))
+                                               radius=args.radius, seed=args.seed, batch_size=args.batch_size,
+                                               canvas_seed=args.canvas_seed))
         except (ValueError, DataError, CheckpointError) as exc:
             return fail(exc)
     single = [r for r in results if "n_digits" not in r]
@@ -104,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(single, args.radius)
     for result in results:
         if "n_digits" in result:
-            print_reading(result, args.split)
+            print_reading(result)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results))
     return 0

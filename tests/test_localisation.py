@@ -166,3 +166,9 @@ def test_script_on_a_two_digit_checkpoint(script, tmp_path, capsys):
     assert result["n_digits"] == 2 and result["n"] == 2000 and len(result["found"]) == 2
     assert sum(row["share"] for row in result["error_by_gap"]) == pytest.approx(1.0)
     assert out[1].startswith("| digit (reading order) |") and len(out) == 11  # title, 2 + 2 rows, 2 + 3 rows, JSON
+    assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--canvas-seed", "5", "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    fresh = json.loads(out[-1])
+    assert "fresh test canvases (seed 5)" in out[0] and fresh["canvas_seed"] == 5 and fresh["n"] == 2000
+    assert fresh["error_by_gap"] != result["error_by_gap"]  # other canvases, other gaps
+    assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--canvas-seed", "-1"]) == 2
