@@ -159,6 +159,15 @@ def test_ram_learns_to_read_two_digits(tmp_path, capsys):
     assert result["accuracy"] == pytest.approx(checkpoint["test_accuracy"]) and result["n_digits"] == 2
     # chance: 10 % of the digits; measured 20.5 % after these 4 epochs on the 9,000 bundled training digits
     assert result["digit_accuracy"] > 0.15, result
+    # TensorBoard's validation scalars: one per epoch, the best of them the checkpoint's, shares in [0, 1]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "ram-two"))
+    events.Reload()
+    assert max(e.value for e in events.Scalars("val/accuracy")) == pytest.approx(checkpoint["best_val_accuracy"])
+    for tag in ("val/digit_accuracy", "val/digit_found", "val/answered_another_digit"):
+        values = [e.value for e in events.Scalars(tag)]
+        assert len(values) == 4 and all(0 <= v <= 1 for v in values), tag
 
 
 def test_sat_learns_to_read_two_digits_and_evaluate_reports_both_accuracies(tmp_path, capsys):
@@ -190,8 +199,10 @@ def test_sat_learns_to_read_two_digits_and_evaluate_reports_both_accuracies(tmp_
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["n"] == 100
     assert evaluate.main(["--checkpoint", str(best), "--images", str(bad)]) == 2
     assert "'labels' must be (100, 2) integers (the checkpoint reads 2 digits per canvas)" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="localisation measures single-digit canvases"):
-        localise_checkpoint(best, data_dir="bundled")
+    # localisation reads Show-Attend-Tell's 2 x 2 steps as a block per digit
+    reading = localise_checkpoint(best, data_dir="bundled")
+    assert reading["n_digits"] == 2 and len(reading["found"]) == 2
+    assert reading["error"] == pytest.approx(1 - checkpoint["test_accuracy"])
 
 
 def test_digit_returns_credit_each_location_with_the_digits_it_could_still_change():

@@ -26,7 +26,7 @@ from glimpse.evaluation import fixed_set
 from glimpse.progress import progress
 from glimpse.progress import say as progress_say
 from glimpse.inference import predict_probabilities, read_right
-from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary
+from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary, reading_summary
 from glimpse.training import distributed
 from glimpse.training.config import TrainConfig
 from glimpse.training.hard import HardAttentionLearner
@@ -143,17 +143,25 @@ def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
     """Validation accuracy and, for the attention models, whether they looked at the digit:
     the share of canvases where some step came within DEFAULT_RADIUS pixels of its centre, and
     the median distance at the last step (see glimpse/localisation.py). One pass serves both.
-    Multi-digit canvases report the share of digits read right instead of localisation."""
-    if canvases.labels.ndim == 2:
-        predictions = predict(learner, canvases.images, batch_size, "validate")
-        return {"val/accuracy": float(read_right(predictions, canvases.labels).mean()),
-                "val/digit_accuracy": float((predictions == canvases.labels).mean())}
+    Multi-digit canvases report the share of digits read right and, for the attention models, the
+    share of digits whose steps looked at them and of answers that are another digit's label."""
+    multi = canvases.labels.ndim == 2
     if not learner.family.has_attention:
-        return {"val/accuracy": accuracy(learner, canvases.images, canvases.labels, batch_size, "validate")}
+        predictions = predict(learner, canvases.images, batch_size, "validate")
+        scalars = {"val/accuracy": float(read_right(predictions, canvases.labels).mean())}
+        if multi:
+            scalars["val/digit_accuracy"] = float((predictions == canvases.labels).mean())
+        return scalars
     with progress(total=len(canvases.images), desc="validate", leave=False, unit="img") as bar:
         centres, predictions = attention_centres(learner.family.name, learner.model, learner.task, canvases.images,
                                                  batch_size, progress=bar)
     learner.model.train()
+    if multi:
+        reading = reading_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
+        return {"val/accuracy": 1 - reading["error"],
+                "val/digit_accuracy": float((predictions == canvases.labels).mean()),
+                "val/digit_found": float(np.mean(reading["found"])),
+                "val/answered_another_digit": float(np.mean(reading["answered_another_digit"]))}
     found = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
     return {"val/accuracy": float((predictions == canvases.labels).mean()),
             "val/digit_found": found["found"],
