@@ -18,8 +18,8 @@ class LineProgress:
     """tqdm's ``update`` / ``set_postfix`` / ``close`` / iteration, printed as plain lines."""
 
     def __init__(self, iterable=None, *, total: int | None = None, desc: str = "", unit: str = "it",
-                 initial: int = 0, every: float | None = None, file=None, **_):
-        self.iterable, self.total, self.desc, self.unit = iterable, total, desc, unit
+                 initial: int = 0, every: float | None = None, file=None, timed: bool = True, **_):
+        self.iterable, self.total, self.desc, self.unit, self.timed = iterable, total, desc, unit, timed
         self.n, self.file = initial, file or sys.stderr
         self.every = LINE_EVERY_SECONDS if every is None else every
         self.postfix = ""
@@ -56,8 +56,10 @@ class LineProgress:
     def _print(self, now: float) -> None:
         rate = (self.n - self._start_n) / max(now - self._start, 1e-9)
         parts = [f"{self.desc}: {self.n:,}" + (f"/{self.total:,} {self.unit} ({100 * self.n / self.total:.0f} %)"
-                                               if self.total else f" {self.unit}"), f"{rate:,.1f} {self.unit}/s"]
-        if self.total and rate > 0 and self.n < self.total:
+                                               if self.total else f" {self.unit}")]
+        if self.timed:
+            parts.append(f"{rate:,.1f} {self.unit}/s")
+        if self.timed and self.total and rate > 0 and self.n < self.total:
             left = (self.total - self.n) / rate
             parts.append(f"{int(left // 60)}m{int(left % 60):02d}s left")
         if self.postfix:
@@ -65,16 +67,19 @@ class LineProgress:
         print(", ".join(parts), file=self.file, flush=True)
 
 
-def progress(iterable=None, *, disable: bool = False, leave: bool = True, **kwargs):
+def progress(iterable=None, *, disable: bool = False, leave: bool = True, timed: bool = True, **kwargs):
     """A progress bar on a terminal, progress lines every LINE_EVERY_SECONDS off it, nothing when
-    ``disable``. Keywords as tqdm's (total, desc, unit, initial)."""
+    ``disable``. Keywords as tqdm's (total, desc, unit, initial). ``timed=False`` leaves out the
+    rate and the time left, for items of very different lengths (the report's runs), where they
+    would mislead."""
     if disable:
         return tqdm(iterable, disable=True, **kwargs)
     if sys.stderr.isatty():
-        return tqdm(iterable, leave=leave, dynamic_ncols=True, **kwargs)
+        bar_format = None if timed else "{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}]"
+        return tqdm(iterable, leave=leave, dynamic_ncols=True, bar_format=bar_format, **kwargs)
     if not leave:  # a nested bar (validation inside training): its parent reports the progress
         return tqdm(iterable, disable=True, **kwargs)
-    return LineProgress(iterable, **kwargs)
+    return LineProgress(iterable, timed=timed, **kwargs)
 
 
 def say(message: str) -> None:

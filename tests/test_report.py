@@ -64,6 +64,11 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     argv = ["--runs", str(runs), "--out", str(out), "--train", "--converged", "--seeds", "1",
             "--models", "ram,fc,ram-random", *TINY]
     assert report.main(argv) == 0
+    # it says what it trains and where each run's log is, as each starts and ends
+    err = capsys.readouterr().err
+    assert "[report] 3 of 3 runs to train, " in err
+    assert f"[report] ram-converged-seed0: started (log: {runs / 'ram-converged-seed0.log'})" in err
+    assert "[report] ram-converged-seed0: finished in " in err
     # RAM trains its recipe at its converged budget; the baselines keep their short runs, no sweep
     assert sorted(p.name for p in runs.iterdir() if p.is_dir()) == ["fc-seed0", "ram-converged-seed0",
                                                                      "ram-random-seed0"]

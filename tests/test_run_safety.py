@@ -211,3 +211,15 @@ def test_a_redirected_run_prints_progress_lines(tmp_path, monkeypatch, capsys):
     assert train.main([*QUICK, "--run-dir", str(tmp_path), "--run-name", "lines", "--max-steps", "3"]) == 0
     err = capsys.readouterr().err
     assert "train: 1/3 step (33 %)" in err and "train: 3/3 step (100 %)" in err and "step/s" in err
+
+
+def test_progress_lines_leave_out_the_time_left_when_asked(capsys):
+    """The report's runs differ in length by hours: its line counts them and gives no rate or time left."""
+    from glimpse.progress import LineProgress
+
+    for timed in (True, False):
+        with LineProgress(total=4, desc="report runs", unit="run", every=0.0, timed=timed) as bar:
+            bar.update(1)
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0].startswith("report runs: 1/4 run (25 %)")
+        assert ("left" in lines[0]) == ("run/s" in lines[0]) == timed

@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 
 import glimpse
-from glimpse.progress import progress
+from glimpse.progress import progress, say
 
 from glimpse.report.experiments import Experiment
 from glimpse.checkpoint import CheckpointError, load_checkpoint
@@ -94,18 +95,30 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
                          f"Delete them or choose another --runs folder")
     todo = [r for r in requests if finished_run(runs_dir / r.name) is None]
     failed = []
+    tell = (lambda message: None) if quiet else say
+    if todo:
+        tell(f"[report] {len(todo)} of {len(requests)} runs to train, {max(1, jobs)} at a time; "
+             f"each writes its progress to {runs_dir}/<run>.log")
 
     def run(request: RunRequest) -> None:
         command = train_command(request, runs_dir, threads=threads, max_steps=max_steps, data_dir=data_dir)
-        with open(runs_dir / f"{request.name}.log", "a") as log:
+        log_path = runs_dir / f"{request.name}.log"
+        tell(f"[report] {request.name}: {'resumed' if '--resume' in command else 'started'} (log: {log_path})")
+        start = time.perf_counter()
+        with open(log_path, "a") as log:
             log.write(" ".join(command) + "\n")
             log.flush()
             path = os.pathsep.join(p for p in (GLIMPSE_PARENT, os.environ.get("PYTHONPATH")) if p)
             result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
-            if result.returncode != 0:
-                failed.append(request.name)
+        minutes = (time.perf_counter() - start) / 60
+        if result.returncode != 0:
+            failed.append(request.name)
+            tell(f"[report] {request.name}: failed after {minutes:.1f} min, see {log_path}")
+        else:
+            tell(f"[report] {request.name}: finished in {minutes:.1f} min")
 
-    with progress(total=len(todo), desc="report runs", unit="run", disable=quiet) as bar, \
+    # runs differ in length by hours: the bar counts them, with no rate or time left
+    with progress(total=len(todo), desc="report runs", unit="run", disable=quiet, timed=False) as bar, \
             ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for _ in pool.map(lambda r: (run(r), bar.update(1)), todo):
             pass
