@@ -83,6 +83,8 @@ class ClutteredMNISTEnv(gym.Env):
 
     def _observation(self, glimpse: np.ndarray, location: np.ndarray) -> dict:
         self._last_observation = {"glimpse": glimpse, "location": np.asarray(location, dtype=np.float32)}
+        if self._episodes.context is not None:  # the same view all episode, a fresh copy each step
+            self._last_observation["context"] = self._episodes.context[0].cpu().numpy().copy()
         return self._last_observation
 
     def render(self):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from envs.retina import extract_glimpses, integral_images
 from envs.task import DIGIT_SIZE, CLUTTER_SIZE, GlimpseTask, digits_that_fit
@@ -242,6 +243,12 @@ def first_locations(generator: torch.Generator, n: int, how: str) -> torch.Tenso
     raise ValueError(f"first_location must be 'random', 'centre' or locations of shape (2,) or ({n}, 2), got {how!r}")
 
 
+def coarse_view(canvases: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, H, W) uint8 canvases -> (B, size, size) float32 in [0, 1]: the mean of each cell of a
+    size x size grid (cells of unequal sides where ``size`` does not divide H)."""
+    return F.adaptive_avg_pool2d(canvases[:, None].to(torch.float32), size)[:, 0] / 255.0
+
+
 def as_tensor(value, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
     """A tensor on ``device`` from a tensor (no copy when it is already there) or an array."""
     tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(np.asarray(value)))
@@ -267,7 +274,7 @@ class EpisodeEngine:
         self.generator = torch.Generator(self.device)
         self._bank: DigitBank | None = None
         self.data_source: str | None = None
-        self.canvases = self.labels = self.digit_xy = None
+        self.canvases = self.labels = self.digit_xy = self.context = None
         self._ii: torch.Tensor | None = None
         self.locations: list[torch.Tensor] = []
         self.t = 0
@@ -333,9 +340,12 @@ class EpisodeEngine:
     # -- the episode ---------------------------------------------------------------------------
     def start(self, canvases: torch.Tensor, labels: torch.Tensor, digit_xy: torch.Tensor | None,
               first: torch.Tensor) -> torch.Tensor:
-        """Begin episodes on ``canvases``; returns the first glimpses (B, k, g, g) float32."""
+        """Begin episodes on ``canvases``; returns the first glimpses (B, k, g, g) float32. With the
+        task's ``context_size`` s, ``context`` is then (B, s, s) float32: each canvas area-averaged
+        down to s x s, in [0, 1]."""
         self.canvases, self.labels, self.digit_xy = canvases, labels, digit_xy
         self._ii = integral_images(canvases)
+        self.context = coarse_view(canvases, self.task.context_size) if self.task.context_size else None
         self.locations, self.t = [], 0
         return self.look(first)
 

@@ -11,12 +11,15 @@ N_CLASSES = 10
 
 
 def observation_space(task: GlimpseTask) -> spaces.Dict:
-    return spaces.Dict(
-        {
-            "glimpse": spaces.Box(0.0, 1.0, (task.n_scales, task.glimpse_size, task.glimpse_size), np.float32),
-            "location": spaces.Box(-1.0, 1.0, (2,), np.float32),
-        }
-    )
+    """``glimpse`` (k, g, g) and its ``location`` (2,); with ``context_size`` s > 0 also
+    ``context`` (s, s), the whole canvas seen coarsely (the same view all episode)."""
+    parts = {
+        "glimpse": spaces.Box(0.0, 1.0, (task.n_scales, task.glimpse_size, task.glimpse_size), np.float32),
+        "location": spaces.Box(-1.0, 1.0, (2,), np.float32),
+    }
+    if task.context_size:
+        parts["context"] = spaces.Box(0.0, 1.0, (task.context_size, task.context_size), np.float32)
+    return spaces.Dict(parts)
 
 
 def action_space(task: GlimpseTask) -> spaces.Dict:

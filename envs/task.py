@@ -46,6 +46,9 @@ class GlimpseTask:
     n_glimpses: T, glimpses per digit: an episode has T x n_digits steps (``episode_length``).
     split: which digits: "train", "val" or "test".
     first_location: where the first glimpse is taken: "random" or "centre".
+    context_size: side of a coarse view of the whole canvas (area averages, values in [0, 1])
+        that every observation carries as ``context``: the input of Ba et al.'s (2015) context
+        network. 0: no context view.
     data_dir: MNIST root (None: the lookup order of envs.data).
     """
 
@@ -58,6 +61,7 @@ class GlimpseTask:
     n_glimpses: int = 6
     split: str = "train"
     first_location: str = "centre"
+    context_size: int = 0
     data_dir: str | None = None
 
     def __post_init__(self):
@@ -72,6 +76,9 @@ class GlimpseTask:
         positive_int("n_scales")
         positive_int("n_glimpses")
         positive_int("n_digits")
+        positive_int("context_size", 0)
+        if self.context_size > self.canvas_size:
+            raise ValueError(f"context_size {self.context_size} is larger than the canvas ({self.canvas_size})")
         if self.n_digits > 1 and self.centred_digit:
             raise ValueError(f"n_digits {self.n_digits}: several digits cannot all be centred (centred_digit)")
         if self.n_digits > digits_that_fit(self.canvas_size):

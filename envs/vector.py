@@ -75,7 +75,7 @@ class ClutteredMNISTVectorEnv(VectorEnv):
             raise ValueError(f"unknown reset options {sorted(options)}")
         glimpses = engine.start(images, labels, digit_xy, first)
         self._needs_reset, self._started = False, True
-        self._last_observation = {"glimpse": glimpses, "location": first}
+        self._last_observation = self._observation(glimpses, first)
         return self._last_observation, {}
 
     def step(self, actions):
@@ -89,7 +89,7 @@ class ClutteredMNISTVectorEnv(VectorEnv):
             observation, info = self.reset()
             return observation, no_reward, not_done, not_done.clone(), info
         if not engine.finished:
-            self._last_observation = {"glimpse": engine.look(location), "location": location}
+            self._last_observation = self._observation(engine.look(location), location)
             return self._last_observation, no_reward, not_done, not_done.clone(), {}
         self._needs_reset = True
         reward = engine.rewards(label)
@@ -98,6 +98,12 @@ class ClutteredMNISTVectorEnv(VectorEnv):
         if engine.digit_xy is not None:
             info["digit_xy"], info["_digit_xy"] = engine.digit_xy.clone(), every.clone()
         return self._last_observation, reward, every, not_done, info
+
+    def _observation(self, glimpses: torch.Tensor, locations: torch.Tensor) -> dict:
+        observation = {"glimpse": glimpses, "location": locations}
+        if self.engine.context is not None:  # the same view all episode, a fresh copy each step (Gymnasium's rule)
+            observation["context"] = self.engine.context.clone()
+        return observation
 
     def render(self):
         """A tuple of (H, W, 3) frames, one per episode: canvas, glimpse boxes, path so far."""

@@ -109,6 +109,9 @@ class Family:
     converged_epochs: ClassVar[int | None] = None
     # what the parameters of :meth:`attention_module` are, in words (for the report)
     attention_module_text: ClassVar[str | None] = None
+    # optional modules (attribute names) a model may have that a checkpoint it starts from
+    # (--init-from) lacks: they keep their own initialisation (RAM's context network)
+    added_modules: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ building
     def model_config(self, config) -> dict:

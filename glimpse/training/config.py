@@ -57,6 +57,8 @@ class TrainConfig:
     n_glimpses: int = _opt(6, "glimpses, reads, attention steps or crops per digit (families that need other "
                            "counts than a preset's say so: see glimpse/models/)")
     first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
+    context_size: int = _opt(0, "hard: side of a coarse view of the whole canvas (area averages) from which a "
+                             "context network sets the core's first state, as in Ba et al. 2015's DRAM (0: none)")
     # RAM
     core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
     glimpse_net: str = _opt("linear", "hard: the glimpse network's \"what\" pathway: the paper's linear layer on the "
@@ -213,10 +215,12 @@ class TrainConfig:
     def task(self) -> dict:
         """The canvas recipe and sensor, as GlimpseTask fields: stored in checkpoints, checked
         against evaluation images. ``n_digits`` appears only when it is above 1, so single-digit
-        tasks keep the keys every earlier checkpoint has (readers use ``task.get("n_digits", 1)``)."""
+        tasks keep the keys every earlier checkpoint has (readers use ``task.get("n_digits", 1)``); so
+        does ``context_size`` when it is above 0."""
         task = {key: getattr(self, key) for key in TASK_KEYS}
-        if self.n_digits != 1:
-            task["n_digits"] = self.n_digits
+        for key, default in (("n_digits", 1), ("context_size", 0)):
+            if getattr(self, key) != default:
+                task[key] = getattr(self, key)
         return task
 
     def applicable(self) -> dict:

@@ -96,22 +96,25 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
 def initial_weights(config: TrainConfig) -> dict[str, torch.Tensor]:
     """The weights of checkpoint ``config.init_from`` (--init-from), checked against the model this
     run builds: the same family, parameters of the same names and shapes; the task it was trained
-    on may differ (the same RAM reads one digit or a sequence of them). ValueError when it does not
-    fit. Cheap (no data), so a run can refuse it before it loads data or makes its directory."""
+    on may differ (the same RAM reads one digit or a sequence of them), and modules the family may
+    add (its ``added_modules``) keep this model's initialisation. ValueError when it does not fit. Cheap (no data), so a run can refuse it before it loads data or makes its directory."""
     path, family = config.init_from, config.family
     source = load_checkpoint(path)
     if source["kind"] != family.name:
         raise ValueError(f"--init-from {path} holds a {source['kind']} model; this run trains {family.name}")
     own = family.build(family.model_config(config)).state_dict()
     theirs = source["model_state"]
+    # a module the source lacks but the family may add (RAM's context network) starts as built
+    added = {name: value for name, value in own.items()
+             if name not in theirs and name.split(".")[0] in family.added_modules}
     misfit = sorted(name for name in own.keys() | theirs.keys()
-                    if name not in own or name not in theirs or own[name].shape != theirs[name].shape)
+                    if name not in added and (name not in own or name not in theirs or own[name].shape != theirs[name].shape))
     if misfit:
         shown = ", ".join(f"{name} {_shape(theirs, name)} there, {_shape(own, name)} here" for name in misfit[:3])
         raise ValueError(f"--init-from {path}: its weights do not fit this model ({shown}"
                          f"{', ...' if len(misfit) > 3 else ''}); give the options it was trained with "
                          f"(sizes, --core, --glimpse-net, --n-scales, ...)")
-    return theirs
+    return {**theirs, **added}
 
 
 def _shape(state: dict, name: str) -> str:

@@ -26,7 +26,7 @@ class RAMFamily(Family):
     reads_several_digits = True
     options = ("glimpse_size", "n_scales", "n_glimpses", "first_location", "core", "glimpse_net", "hidden_size", "location_std",
                "location_std_final", "random_glimpses", "reinforce_into_core", "reinforce_samples",
-               "reinforce_reward")
+               "reinforce_reward", "context_size")
     paper_error = "4.08 (6 glimpses)"
     report_epochs = 20
     report_sweep = True
@@ -34,6 +34,7 @@ class RAMFamily(Family):
                         "reinforce_into_core": 0.1, "reinforce_samples": 4}
     converged_epochs = 80  # 44 epochs still gained 0.44-0.52 points over their last 20 %
     attention_module_text = "the location policy's mean head"
+    added_modules = ("context_network",)
 
     def model_config(self, config) -> dict:
         return RAMConfig(
@@ -42,7 +43,7 @@ class RAMFamily(Family):
             # annealed: the checkpoint records the std the policy ends with (what --samples draws with)
             location_std=config.location_std_final or config.location_std,
             reinforce_into_core=config.reinforce_into_core,
-            policy="random" if config.random_glimpses else "learned",
+            policy="random" if config.random_glimpses else "learned", context_size=config.context_size,
         ).to_dict()
 
     def run(self, model: nn.Module, images: np.ndarray, task: dict, *, draws: dict | None = None,
@@ -70,7 +71,8 @@ class RAMFamily(Family):
     def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
         """T * k * g * g glimpse values; canvas pixels under the widest box of each glimpse
         (``g * 2**(k-1)`` wide, an upper bound at the edges: the finer scales lie inside it), times
-        T = glimpses per digit x digits. g, k, T come from the task, which defines the episodes."""
+        T = glimpses per digit x digits. g, k, T come from the task, which defines the episodes. A
+        context view of side s adds s * s values and the whole canvas."""
         config = self.config(model_config)
         g, k = int(task["glimpse_size"]), int(task["n_scales"])
         for name, value in (("glimpse_size", g), ("n_scales", k), ("n_glimpses", int(task["n_glimpses"]))):
@@ -79,7 +81,9 @@ class RAMFamily(Family):
         size = int(task["canvas_size"])
         t = GlimpseTask(**task).episode_length
         widest = min(g * 2 ** (k - 1), size)
-        return {"sensor_values": t * k * g * g, "canvas_pixels_touched": t * widest * widest,
+        context = config.context_size  # a context view averages every pixel of the canvas once
+        return {"sensor_values": t * k * g * g + context * context,
+                "canvas_pixels_touched": t * widest * widest + (size * size if context else 0),
                 "input_pixels": size * size}
 
     def attention_module(self, model: nn.Module) -> nn.Module:

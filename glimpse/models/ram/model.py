@@ -14,6 +14,7 @@ from torch import nn
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.ram.baseline import BaselineNetwork
 from glimpse.models.ram.classifier import Classifier
+from glimpse.models.ram.context import ContextNetwork
 from glimpse.models.ram.core import CORES, REST
 from glimpse.models.ram.glimpse_network import GlimpseNetwork
 from glimpse.models.ram.location import LocationPolicy
@@ -39,6 +40,9 @@ class RAMConfig:
     reinforce_into_core: float = 1.0
     detach_policy_input: InitVar[bool | None] = None
     policy: str = "learned"  # "random": look at uniformly random locations (the paper's baseline)
+    # side of the coarse view of the whole canvas that sets the core's first state (Ba et al.'s
+    # context network, context.py); 0: none, the core starts from rest
+    context_size: int = 0
     n_classes: int = 10
 
     def __post_init__(self, detach_policy_input: bool | None = None):
@@ -55,6 +59,8 @@ class RAMConfig:
         if self.glimpse_net == "conv" and self.glimpse_size % 4:
             raise ValueError(f"glimpse_net='conv' pools twice by 2: glimpse_size must be divisible by 4, "
                              f"got {self.glimpse_size}")
+        if isinstance(self.context_size, bool) or not isinstance(self.context_size, int) or self.context_size < 0:
+            raise ValueError(f"context_size must be an integer >= 0, got {self.context_size!r}")
         if not self.location_std > 0:
             raise ValueError(f"location_std must be > 0, got {self.location_std}")
 
@@ -74,7 +80,9 @@ class RAMStep(NamedTuple):
 
 
 class RecurrentAttentionModel(nn.Module):
-    """glimpse (B, k, g, g) + location (B, 2) + state -> :class:`RAMStep`.
+    """glimpse (B, k, g, g) + location (B, 2) + state -> :class:`RAMStep`; with a context network
+    (``context_size`` s > 0) the first step also takes the coarse view ``context`` (B, s, s),
+    which sets the state the first glimpse is read into.
 
     ``reinforce_into_core`` scales the REINFORCE gradient where it leaves the location network
     for the core and glimpse network: 1 (the default) is the paper, 0 stops it at the location
@@ -93,15 +101,25 @@ class RecurrentAttentionModel(nn.Module):
         self.location_policy = LocationPolicy(c.hidden_size, c.location_std)
         self.baseline = BaselineNetwork(c.hidden_size)
         self.classifier = Classifier(c.hidden_size, c.n_classes)
+        self.context_network = ContextNetwork(c.context_size, c.hidden_size, c.core) if c.context_size else None
 
     def initial_state(self) -> tuple[torch.Tensor, ...]:
         """The core's state before the first glimpse: rest (``()``), whatever the batch or device."""
         return REST
 
-    def forward(self, glimpse: torch.Tensor, location: torch.Tensor, state: tuple[torch.Tensor, ...]) -> RAMStep:
+    def forward(self, glimpse: torch.Tensor, location: torch.Tensor, state: tuple[torch.Tensor, ...],
+                context: torch.Tensor | None = None) -> RAMStep:
         expected = (self.config.n_scales, self.config.glimpse_size, self.config.glimpse_size)
         if glimpse.dim() != 4 or tuple(glimpse.shape[1:]) != expected:
             raise ValueError(f"glimpse must be (B, {expected[0]}, {expected[1]}, {expected[2]}), got {tuple(glimpse.shape)}")
+        if self.context_network is not None and not state:  # the first step, from rest
+            if context is None:
+                raise ValueError(f"this model's first step reads a context view (B, {self.config.context_size}, "
+                                 f"{self.config.context_size}): make the env with context_size="
+                                 f"{self.config.context_size}")
+            state = self.context_network(context)
+        elif context is not None:
+            raise ValueError("context is read by the first step of a model with a context network only")
         g = self.glimpse_network(glimpse, location.detach())  # a location is an action: no gradient path
         h, state = self.core(g, state)
         policy_input = scale_gradient(h, self.config.reinforce_into_core)

@@ -74,6 +74,12 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
     if random_policy and generator is None and noise is None:
         generator = torch.Generator().manual_seed(seed or 0)
     info = {}
+    context = None
+    if getattr(model.config, "context_size", 0):
+        if "context" not in observation:
+            raise ValueError(f"the model reads a context view: make the env with context_size="
+                             f"{model.config.context_size}")
+        context = observation["context"].to(device)
     for t in range(n_glimpses):
         glimpse = observation["glimpse"].to(device)
         location = observation["location"].to(device)
@@ -81,7 +87,10 @@ def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator
         if record_glimpses:
             glimpses.append(glimpse)
         if t == 0 and samples > 1:  # one read per canvas, shared by its K trajectories
-            out = _repeat_each(forward(glimpse[::samples], location[::samples], state), samples)
+            first = {} if context is None else {"context": context[::samples]}
+            out = _repeat_each(forward(glimpse[::samples], location[::samples], state, **first), samples)
+        elif t == 0 and context is not None:
+            out = forward(glimpse, location, state, context=context)
         else:
             out = forward(glimpse, location, state)
         state = out.state
