@@ -13,12 +13,19 @@ from envs.engine import fixed_canvas_set
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.inference import predict_probabilities, read_right
-from glimpse.checkpoint import describe_provenance, load_model
+from glimpse.checkpoint import describe_provenance, load_checkpoint, load_model
 from glimpse.models import get_family
 from glimpse.progress import progress as progress_bar
-from glimpse.stats import wilson_interval
+from glimpse.stats import mcnemar, wilson_interval
 
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
+CANVAS_KEYS = ("canvas_size", "n_clutter", "centred_digit", "n_digits")  # the task keys that decide the canvases
+
+
+def canvas_recipe(task: dict) -> tuple:
+    """What decides a task's test canvases: two checkpoints with the same recipe are scored on the
+    same canvases, so they can be compared canvas by canvas."""
+    return tuple(task.get(key, 1 if key == "n_digits" else None) for key in CANVAS_KEYS)
 
 
 def fixed_set(task: dict, digits, split: str, seed: int | None = None):
@@ -119,3 +126,17 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if per_canvas:
         result["right"] = np.asarray(right, bool)
     return result
+
+
+def compare_checkpoints(checkpoint_a: str | Path, checkpoint_b: str | Path, **options) -> dict:
+    """Both checkpoints scored by :func:`evaluate_checkpoint` with the same ``options`` (so on the
+    same canvases), and McNemar's exact test of the two: ``{"a": result, "b": result, "only_a",
+    "only_b", "p"}``. Raises ValueError when their tasks draw different canvases."""
+    recipes = [canvas_recipe(load_checkpoint(path)["task"]) for path in (checkpoint_a, checkpoint_b)]
+    if recipes[0] != recipes[1]:
+        described = [", ".join(f"{key}={value}" for key, value in zip(CANVAS_KEYS, recipe)) for recipe in recipes]
+        raise ValueError(f"{checkpoint_b} reads other canvases than {checkpoint_a} ({described[1]} against "
+                         f"{described[0]}): a paired test needs the same canvases")
+    options = {**options, "per_canvas": True}
+    a, b = evaluate_checkpoint(checkpoint_a, **options), evaluate_checkpoint(checkpoint_b, **options)
+    return {"a": a, "b": b, **mcnemar(a["right"], b["right"])}

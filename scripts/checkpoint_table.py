@@ -18,7 +18,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 from envs.task import BENCHMARK_VERSION
-from glimpse.evaluation import evaluate_checkpoint
+from glimpse.evaluation import canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
 from glimpse.checkpoint import load_checkpoint
 from glimpse.stats import format_interval, holm, mcnemar
@@ -65,7 +65,6 @@ FIRST = 1000  # tests/test_shipped_checkpoints.py re-scores the first 1,000 test
 README_START, README_END = "<!-- checkpoint-table:start -->", "<!-- checkpoint-table:end -->"
 PAIRED_START, PAIRED_END = "<!-- paired-tests:start -->", "<!-- paired-tests:end -->"
 RESULTS = ROOT / "docs" / "results.md"
-CANVAS_KEYS = ("canvas_size", "n_clutter", "centred_digit", "n_digits")  # what decides the test canvases
 
 
 def interval(error: float, n: int) -> str:
@@ -129,8 +128,7 @@ def paired(paths: list[Path], data_dir: str | None) -> list[dict]:
     for path in paths:
         result = evaluate_checkpoint(path, data_dir=data_dir, progress=False, per_canvas=True)
         task = load_checkpoint(path)["task"]
-        canvases = tuple(task.get(key, 1 if key == "n_digits" else None) for key in CANVAS_KEYS)
-        scored[path.name] = (canvases, result["right"])
+        scored[path.name] = (canvas_recipe(task), result["right"])
     tests = []
     names = sorted(scored)
     for i, a in enumerate(names):

@@ -11,6 +11,7 @@ from glimpse.commands import evaluate
 from glimpse.commands import train
 from glimpse.training import loop
 from glimpse.checkpoint import load_checkpoint
+from glimpse.evaluation import evaluate_checkpoint
 
 FAST = ["--data-dir", "bundled", "--threads", "1", "--device", "cpu", "--eval-batch-size", "1000", "--image-every", "0"]
 
@@ -233,6 +234,43 @@ def test_evaluate_fresh_canvases_and_the_first_n(hard_checkpoint, capsys):
     assert evaluate.main([*argv, "--canvas-seed", "77", "--limit", "50"]) == 0
     fresh = last_json(capsys)
     assert fresh["n"] == 50 and "seed 77" in fresh["images"] and "fresh canvases" in fresh["images"]
+
+
+def test_evaluate_against_a_second_checkpoint_pairs_them_canvas_by_canvas(hard_checkpoint, tmp_path, capsys):
+    """--against scores both on the same canvases and counts the canvases only one reads right."""
+    assert train.main([*FAST, "--run-dir", str(tmp_path), "--run-name", "other", "--preset", "cluttered60",
+                       "--max-steps", "6", "--batch-size", "32", "--seed", "3"]) == 0
+    other = tmp_path / "other" / "best.pt"
+    argv = ["--checkpoint", str(hard_checkpoint), "--against", str(other), "--data-dir", "bundled",
+            "--limit", "300", "--json"]
+    assert evaluate.main(argv) == 0
+    printed = capsys.readouterr().out
+    paired = json.loads(printed.strip().splitlines()[-1])
+    assert "McNemar" in printed and "right" not in paired and "right" not in paired["against"]
+    mine, theirs = (evaluate_checkpoint(path, data_dir="bundled", limit=300, per_canvas=True, progress=False)["right"]
+                    for path in (hard_checkpoint, other))
+    assert paired["n"] == paired["against"]["n"] == 300
+    assert paired["against"]["only_this"] == int((mine & ~theirs).sum())
+    assert paired["against"]["only_against"] == int((theirs & ~mine).sum())
+    assert paired["accuracy"] == pytest.approx(mine.mean()) and paired["against"]["accuracy"] == pytest.approx(theirs.mean())
+    assert 0 < paired["against"]["p"] <= 1
+    assert evaluate.main([*argv[:3], str(hard_checkpoint), *argv[4:]]) == 0  # itself: nothing to tell apart
+    itself = last_json(capsys)["against"]
+    assert itself["only_this"] == itself["only_against"] == 0 and itself["p"] == 1
+
+
+def test_evaluate_against_a_checkpoint_of_other_canvases_is_refused(hard_checkpoint, tmp_path, capsys):
+    assert train.main([*FAST, "--run-dir", str(tmp_path), "--run-name", "small", "--preset", "mnist28",
+                       "--max-steps", "2", "--batch-size", "32"]) == 0
+    capsys.readouterr()
+    code = evaluate.main(["--checkpoint", str(hard_checkpoint), "--against", str(tmp_path / "small" / "best.pt"),
+                          "--data-dir", "bundled"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "other canvases" in err and "canvas_size=28" in err and "canvas_size=60" in err
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--against", str(tmp_path / "missing.pt"),
+                          "--data-dir", "bundled"]) == 2
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_evaluate_on_a_gpu_scores_what_the_cpu_scores(hard_checkpoint, capsys):

@@ -4,11 +4,14 @@
     python evaluate.py --checkpoint runs/.../best.pt --images my_canvases.npz --json
     python evaluate.py --checkpoint checkpoints/ram-cluttered60.pt --samples 10   # averaged trajectories
     python evaluate.py --checkpoint checkpoints/ram-cluttered60.pt --canvas-seed 20261123   # fresh canvases
+    python evaluate.py --checkpoint runs/.../best.pt --against checkpoints/ram-cluttered60.pt  # paired test
 
 Without --images the checkpoint's own task is rebuilt on the test digits with a fixed seed: the
 same canvases that train.py reports on. Hard models follow the policy mean by default;
 ``--samples M`` averages the class probabilities of M sampled trajectories and says so. The
-error comes with its 95 % (Wilson) interval, the README's convention.
+error comes with its 95 % (Wilson) interval, the README's convention. ``--against B`` scores a
+second checkpoint on the same canvases and compares the two canvas by canvas (McNemar's exact
+test): the test behind every "A beats B" in the docs.
 Exit code 2 for a bad checkpoint, file or option.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch
 
 from glimpse.cli import fail
 from envs.data import DataError
-from glimpse.evaluation import evaluate_checkpoint
+from glimpse.evaluation import compare_checkpoints, evaluate_checkpoint
 from glimpse.checkpoint import CheckpointError
 from glimpse.training.distributed import resolve_device
 
@@ -30,6 +33,9 @@ from glimpse.training.distributed import resolve_device
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a .pt written by train.py (best.pt) or shipped in checkpoints/")
+    parser.add_argument("--against", metavar="CHECKPOINT",
+                        help="also score this checkpoint on the same canvases, with the same options, and test "
+                             "canvas by canvas whether the two differ (McNemar's exact test)")
     parser.add_argument("--images", help="evaluate on this .npz holding 'images' (N, H, W) uint8 and 'labels' (N,) "
                                          "int ((N, K), left to right, for a model that reads K digits)")
     parser.add_argument("--split", choices=("test", "val"), default="test",
@@ -54,19 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
-        result = evaluate_checkpoint(args.checkpoint, images_file=args.images, split=args.split,
-                                     data_dir=args.data_dir, samples=args.samples, seed=args.seed,
-                                     batch_size=args.batch_size, canvas_seed=args.canvas_seed, limit=args.limit,
-                                     device=resolve_device(args.device))
-    except (ValueError, DataError, CheckpointError) as exc:
-        return fail(exc)
-    print(f"{Path(args.checkpoint).name} ({result['kind']}) on {result['images']}")
+def report(result: dict) -> None:
+    """Print one checkpoint's error with its interval, how it was scored, and its provenance."""
     low, high = result["error_interval"]
     print(f"accuracy {result['accuracy']:.4f}, error {100 * result['error']:.2f} % (95 % interval "
           f"{100 * low:.2f}-{100 * high:.2f}), n={result['n']}; "
@@ -75,8 +70,44 @@ def main(argv: list[str] | None = None) -> int:
     if "digit_accuracy" in result:
         print(f"{result['n_digits']} digits per canvas: accuracy counts canvases with every digit right; "
               f"per digit {result['digit_accuracy']:.4f}")
+
+
+def public(result: dict) -> dict:
+    """The JSON-able part of a result (no training config, no per-canvas array)."""
+    return {key: value for key, value in result.items() if key not in ("train_config", "right")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+        options = dict(images_file=args.images, split=args.split, data_dir=args.data_dir, samples=args.samples,
+                       seed=args.seed, batch_size=args.batch_size, canvas_seed=args.canvas_seed, limit=args.limit,
+                       device=resolve_device(args.device))
+        if args.against is None:
+            result, paired = evaluate_checkpoint(args.checkpoint, **options), None
+        else:
+            paired = compare_checkpoints(args.checkpoint, args.against, **options)
+            result = paired["a"]
+    except (ValueError, DataError, CheckpointError) as exc:
+        return fail(exc)
+    print(f"{Path(args.checkpoint).name} ({result['kind']}) on {result['images']}")
+    report(result)
+    if paired is not None:
+        other = paired["b"]
+        print(f"against {Path(args.against).name} ({other['kind']}) on the same canvases")
+        report(other)
+        print(f"canvas by canvas: {paired['only_a']} read right only by {args.checkpoint}, "
+              f"{paired['only_b']} only by {args.against}; McNemar's exact p = {paired['p']:.3g} "
+              f"({'a difference' if paired['p'] < 0.05 else 'no difference shown'} at the 5 % level)")
     if args.json:
-        print(json.dumps({k: v for k, v in result.items() if k != "train_config"}))
+        summary = public(result)
+        if paired is not None:
+            summary["against"] = {**public(paired["b"]), "only_this": paired["only_a"],
+                                  "only_against": paired["only_b"], "p": paired["p"]}
+        print(json.dumps(summary))
     return 0
 
 
