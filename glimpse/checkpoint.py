@@ -5,8 +5,10 @@ A checkpoint is a dict of plain Python values and tensors:
 and sensor it was trained for), ``train_config``, ``model_state``, optionally
 ``optimizer_state``, ``step``, ``best_val_accuracy``, ``best_step``, ``data_source``,
 ``train_seconds``, ``history`` (one dict per validation: ``step``, ``epoch``,
-``val_accuracy``, ``train_seconds`` so far), the run's learning curve, and ``provenance``
-(:func:`provenance`: the commit, torch version, device and data it was trained with).
+``val_accuracy``, ``train_seconds`` so far), the run's learning curve, ``provenance``
+(:func:`provenance`: the commit, torch version, device and data it was trained with), and for a
+run started from another checkpoint (``--init-from``) ``earlier_stages``: the ``train_config`` and
+``train_seconds`` of each run before it, oldest first.
 """
 from __future__ import annotations
 

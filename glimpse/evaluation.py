@@ -119,7 +119,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
               "images_per_second": len(labels) / seconds, "device": str(device),
               "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),
-              "train_config": payload.get("train_config", {})}
+              "train_config": payload.get("train_config", {}),
+              "earlier_stages": payload.get("earlier_stages", [])}  # the runs it started from (--init-from)
     if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right
         result["digit_accuracy"] = float((predictions == labels).mean())
         result["n_digits"] = int(labels.shape[1])

@@ -58,6 +58,26 @@ def command(config: dict) -> str:
     return "python train.py " + " ".join(parts)
 
 
+def staged_command(stages: list[dict]) -> str:
+    """The commands of a model trained in stages (``--init-from``; each stage a ``train_config``,
+    oldest first), joined by ``&&``: each stage but the last named by its run name, each stage
+    after the first started from the one before it, so the line rebuilds the model even after a
+    file an earlier stage started from has been replaced."""
+    lines, previous = [], None
+    for index, config in enumerate(stages):
+        config = dict(config)
+        if previous is not None:
+            config["init_from"] = f"runs/{previous}/best.pt"
+        line = command(config)
+        previous = config.get("run_name")
+        if index < len(stages) - 1:
+            if not previous:
+                raise ValueError(f"stage {index + 1} of {len(stages)} has no run name to start the next from")
+            line += f" --run-name {previous}"
+        lines.append(line)
+    return " && ".join(lines)
+
+
 SCORES = ROOT / "checkpoints" / "scores.json"
 FRESH_SEED = 20261123  # fresh test canvases: a seed no model was tuned on
 EVAL_SEEDS = 5  # a random first glimpse: the mean over evaluation seeds 0-4
@@ -77,6 +97,8 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
     glimpse falls at random is scored as the mean over evaluation seeds 0..EVAL_SEEDS-1 (the
     first-1,000 check uses seed 0)."""
     result = evaluate_checkpoint(path, data_dir=data_dir, progress=False)
+    # a model trained in stages (--init-from) is rebuilt, and costs, every stage
+    stages = [*result.get("earlier_stages", []), {"train_config": result["train_config"], "train_seconds": result["train_seconds"]}]
     seeds = range(EVAL_SEEDS if result["train_config"].get("first_location") == "random" else 1)
     errors = [result["error"]] + [evaluate_checkpoint(path, data_dir=data_dir, seed=s, progress=False)["error"]
                                   for s in seeds[1:]]
@@ -88,8 +110,11 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
              for s in fresh_seeds]
     row = {"checkpoint": path.name, "benchmark": BENCHMARK_VERSION, "kind": result["kind"], "n": result["n"],
            "test_error": sum(errors) / len(errors), f"first_{FIRST}_error": first["error"], "fresh_seed": FRESH_SEED,
-           "fresh_error": sum(fresh) / len(fresh), "train_minutes": (result["train_seconds"] or 0) / 60,
-           "command": command(result["train_config"])}
+           "fresh_error": sum(fresh) / len(fresh),
+           "train_minutes": sum(stage["train_seconds"] or 0 for stage in stages) / 60,
+           "command": staged_command([stage["train_config"] for stage in stages])}
+    if len(stages) > 1:
+        row["stages"] = len(stages)
     if len(errors) > 1:
         row.update(eval_seeds=len(errors), test_errors_by_seed=errors, fresh_eval_seeds=fresh_seeds,
                    fresh_errors_by_seed=fresh)

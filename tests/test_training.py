@@ -97,6 +97,18 @@ def test_init_from_starts_a_two_digit_reader_from_a_one_digit_run(tmp_path):
     assert moved < 1e-4, moved
     scratch = weights(tmp_path / "scratch" / "last.pt")
     assert max(float((v - source[k]).abs().max()) for k, v in scratch.items()) > 0.01
+    # the checkpoint carries the runs it started from, so a staged model keeps every command that rebuilds it
+    one = load_checkpoint(tmp_path / "one" / "best.pt")
+    assert "earlier_stages" not in one and "earlier_stages" not in load_checkpoint(tmp_path / "scratch" / "best.pt")
+    assert started["earlier_stages"] == [{"train_config": one["train_config"], "train_seconds": one["train_seconds"]}]
+    assert run_train(tmp_path, "three", *two, "--init-from", str(tmp_path / "two" / "best.pt"), "--lr", "0.0005")[0] == 0
+    three = load_checkpoint(tmp_path / "three" / "best.pt")
+    assert [stage["train_config"]["run_name"] for stage in three["earlier_stages"]] == ["one", "two"]
+    line = load_checkpoint_table().staged_command([*(s["train_config"] for s in three["earlier_stages"]), three["train_config"]])
+    first, second, third = line.split(" && ")
+    assert first.endswith("--seed 1 --run-name one") and "--init-from" not in first
+    assert second.endswith("--init-from runs/one/best.pt --run-name two")
+    assert "--lr 0.0005" in third and third.endswith("--init-from runs/two/best.pt")
 
 
 def test_seeded_runs_reproduce(tmp_path):

@@ -93,11 +93,23 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
     return LEARNERS[config.family.mode](config, data, device, rank, world_size)
 
 
-def initial_weights(config: TrainConfig) -> dict[str, torch.Tensor]:
+def earlier_stages(source: dict) -> list[dict]:
+    """The runs that made checkpoint ``source``, oldest first, for a run that starts from it
+    (--init-from): the stages ``source`` started from itself, then ``source``'s own run, each as
+    ``train_config`` and ``train_seconds``. Kept in the new run's checkpoints, so a model trained in
+    stages still carries every command that rebuilds it, even after the file it started from is
+    replaced."""
+    own = {"train_config": source["train_config"], "train_seconds": source.get("train_seconds")}
+    return [*source.get("earlier_stages", []), own]
+
+
+def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[dict]]:
     """The weights of checkpoint ``config.init_from`` (--init-from), checked against the model this
     run builds: the same family, parameters of the same names and shapes; the task it was trained
     on may differ (the same RAM reads one digit or a sequence of them), and modules the family may
-    add (its ``added_modules``) keep this model's initialisation. ValueError when it does not fit. Cheap (no data), so a run can refuse it before it loads data or makes its directory."""
+    add (its ``added_modules``) keep this model's initialisation. ValueError when it does not fit.
+    Also the checkpoint's :func:`earlier_stages`. Cheap (no data), so a run can refuse it before it
+    loads data or makes its directory."""
     path, family = config.init_from, config.family
     source = load_checkpoint(path)
     if source["kind"] != family.name:
@@ -114,7 +126,7 @@ def initial_weights(config: TrainConfig) -> dict[str, torch.Tensor]:
         raise ValueError(f"--init-from {path}: its weights do not fit this model ({shown}"
                          f"{', ...' if len(misfit) > 3 else ''}); give the options it was trained with "
                          f"(sizes, --core, --glimpse-net, --n-scales, ...)")
-    return {**theirs, **added}
+    return {**theirs, **added}, earlier_stages(source)
 
 
 def _shape(state: dict, name: str) -> str:
@@ -184,7 +196,9 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     """Train, validate every epoch, keep the best checkpoint, and score it on the test set."""
     resumed = load_checkpoint(_last_checkpoint(resume)) if resume is not None else None
     # a resumed run's weights come from its own checkpoint
-    initial = initial_weights(config) if config.init_from and resumed is None else None
+    initial, stages = initial_weights(config) if config.init_from and resumed is None else (None, [])
+    if resumed is not None:
+        stages = list(resumed.get("earlier_stages", []))
     if config.threads:
         torch.set_num_threads(config.threads)
     device = distributed.resolve_device(config.device)
@@ -257,6 +271,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
                        best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
                        run_dir=str(run_dir.resolve()), provenance=origin, benchmark=BENCHMARK_VERSION,
                        train_seconds=elapsed + (time.perf_counter() - t_start), history=history)
+            if stages:
+                out["earlier_stages"] = stages
             if with_optimizer:
                 out["optimizer_state"] = optimizer.state_dict()
             return out
