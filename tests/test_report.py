@@ -35,6 +35,9 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     # the per-seed errors in the report are the runs' own test errors
     errors = [100 * (1 - load_checkpoint(runs / f"ram-seed{s}" / "best.pt")["test_accuracy"]) for s in (0, 1)]
     assert f"| {RAM.label} | 20 | 2 | {errors[0]:.2f} (" in text and f"), {errors[1]:.2f} (" in text
+    # the cost counts every run the report trained, the sweep's and the estimators' too
+    minutes = sum(load_checkpoint(runs / name / "best.pt")["train_seconds"] for name in names) / 60
+    assert f"Recorded training time of all {len(names)} runs of this report: {minutes:.0f} minutes" in text
     # every pair of models is tested on the same canvases, both seeds paired
     assert "## Which differences are real" in text
     assert text.count("| 2 | ") >= 3 and f"| {RAM.label} | {DRAW.label} | 2 |" in text

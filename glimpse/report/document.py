@@ -268,8 +268,11 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
                             ", ".join("–" if g is None else f"{'yes' if g < CONVERGED else 'no'} (+{100 * g:.2f})"
                                       for g in gains) or "–",
                             _fmt(float(np.mean(minutes)), 1) if minutes else "–", ", ".join(devices)])
-    every_run = [r for g in groups for r in g.runs] + [r for entries in sweep_groups.values() for n, g in entries
-                                                       for r in g.runs if g.experiment not in settings.models]
+    # the comparison's runs, then the sweep's and the estimators' own (K = 1 and the default count are the comparison's)
+    every_run = ([r for g in groups for r in g.runs]
+                 + [r for entries in sweep_groups.values() for n, g in entries
+                    for r in g.runs if g.experiment not in settings.models]
+                 + [r for label, g in curves if g.experiment not in settings.models for r in g.runs])
     total_minutes = sum(r.get("train_seconds", 0.0) for r in every_run) / 60
     threshold_rows = []
     for group in groups:
