@@ -60,6 +60,16 @@ def describe_provenance(payload: dict) -> str:
             f"data sha256 {origin['data_sha256'][:16]}...")
 
 
+def training_stages(payload: dict) -> list[dict]:
+    """Every run that made checkpoint ``payload`` (or an ``evaluate_checkpoint`` result), oldest
+    first, each as ``train_config`` and ``train_seconds``: the ``earlier_stages`` it was started
+    from (``--init-from``), then its own run. A run started from it stores this list as its own
+    ``earlier_stages``, so a model trained in stages carries every command that rebuilds it, even
+    after a file it started from is replaced."""
+    own = {"train_config": payload["train_config"], "train_seconds": payload.get("train_seconds")}
+    return [*payload.get("earlier_stages", []), own]
+
+
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
     """Write to a temporary file in the same directory, fsync, then rename over ``path``: a kill
     at any moment leaves either the old or the new checkpoint, never a torn one."""

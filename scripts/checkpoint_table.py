@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
-from glimpse.checkpoint import load_checkpoint
+from glimpse.checkpoint import load_checkpoint, training_stages
 from glimpse.stats import format_interval, holm, mcnemar
 
 REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
@@ -98,7 +98,7 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
     first-1,000 check uses seed 0)."""
     result = evaluate_checkpoint(path, data_dir=data_dir, progress=False)
     # a model trained in stages (--init-from) is rebuilt, and costs, every stage
-    stages = [*result.get("earlier_stages", []), {"train_config": result["train_config"], "train_seconds": result["train_seconds"]}]
+    stages = training_stages(result)
     seeds = range(EVAL_SEEDS if result["train_config"].get("first_location") == "random" else 1)
     errors = [result["error"]] + [evaluate_checkpoint(path, data_dir=data_dir, seed=s, progress=False)["error"]
                                   for s in seeds[1:]]

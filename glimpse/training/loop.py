@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from envs.data import MNISTSplits, load_mnist
-from glimpse.checkpoint import load_checkpoint, provenance, save_checkpoint
+from glimpse.checkpoint import load_checkpoint, provenance, save_checkpoint, training_stages
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import fixed_set
 from glimpse.progress import progress
@@ -93,22 +93,12 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
     return LEARNERS[config.family.mode](config, data, device, rank, world_size)
 
 
-def earlier_stages(source: dict) -> list[dict]:
-    """The runs that made checkpoint ``source``, oldest first, for a run that starts from it
-    (--init-from): the stages ``source`` started from itself, then ``source``'s own run, each as
-    ``train_config`` and ``train_seconds``. Kept in the new run's checkpoints, so a model trained in
-    stages still carries every command that rebuilds it, even after the file it started from is
-    replaced."""
-    own = {"train_config": source["train_config"], "train_seconds": source.get("train_seconds")}
-    return [*source.get("earlier_stages", []), own]
-
-
 def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[dict]]:
     """The weights of checkpoint ``config.init_from`` (--init-from), checked against the model this
     run builds: the same family, parameters of the same names and shapes; the task it was trained
     on may differ (the same RAM reads one digit or a sequence of them), and modules the family may
     add (its ``added_modules``) keep this model's initialisation. ValueError when it does not fit.
-    Also the checkpoint's :func:`earlier_stages`. Cheap (no data), so a run can refuse it before it
+    Also the checkpoint's :func:`~glimpse.checkpoint.training_stages`. Cheap (no data), so a run can refuse it before it
     loads data or makes its directory."""
     path, family = config.init_from, config.family
     source = load_checkpoint(path)
@@ -126,7 +116,7 @@ def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[
         raise ValueError(f"--init-from {path}: its weights do not fit this model ({shown}"
                          f"{', ...' if len(misfit) > 3 else ''}); give the options it was trained with "
                          f"(sizes, --core, --glimpse-net, --n-scales, ...)")
-    return {**theirs, **added}, earlier_stages(source)
+    return {**theirs, **added}, training_stages(source)
 
 
 def _shape(state: dict, name: str) -> str:
