@@ -357,7 +357,8 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "last 20 % of epochs. Where it did not, its test error is that budget's, not the model's.",
         "",
         f"Recorded training time of all {len(every_run)} runs of this report: {total_minutes:.0f} minutes "
-        f"(single-threaded runs, two or three sharing the 2 cores, so each ran slower than it would alone).",
+        f"(each run's device and torch threads are in the table above; runs trained side by side on shared "
+        f"cores ran slower than they would alone).",
         "",
         "## Which differences are real",
         "",
