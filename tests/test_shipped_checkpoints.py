@@ -58,3 +58,16 @@ def test_a_checkpoint_scores_its_table_entry(row):
     result = evaluate_checkpoint(ROOT / "checkpoints" / row["checkpoint"], data_dir=DATA, limit=1000, progress=False)
     assert result["n"] == 1000
     assert abs(result["error"] - row["first_1000_error"]) <= TOLERANCE, (result["error"], row["first_1000_error"])
+
+
+@pytest.mark.parametrize("row", SCORES["rows"], ids=lambda row: row["checkpoint"])
+def test_a_checkpoints_command_rebuilds_it_from_scratch(row):
+    """The table's command is the checkpoint's own record of its stages, and never starts from a
+    file in checkpoints/: that file may be replaced by a better model later (as ram-cluttered100.pt
+    was under ram-multi100.pt), and the command would then rebuild something else."""
+    from glimpse.checkpoint import load_checkpoint, training_stages
+
+    script = load_table_script()
+    stages = training_stages(load_checkpoint(ROOT / "checkpoints" / row["checkpoint"]))
+    assert row["command"] == script.staged_command([stage["train_config"] for stage in stages])
+    assert "--init-from checkpoints/" not in row["command"]
