@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from envs.task import BENCHMARK_VERSION
+from glimpse.checkpoint import load_checkpoint, training_stages
 from glimpse.evaluation import evaluate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,8 +66,6 @@ def test_a_checkpoints_command_rebuilds_it_from_scratch(row):
     """The table's command is the checkpoint's own record of its stages, and never starts from a
     file in checkpoints/: that file may be replaced by a better model later (as ram-cluttered100.pt
     was under ram-multi100.pt), and the command would then rebuild something else."""
-    from glimpse.checkpoint import load_checkpoint, training_stages
-
     script = load_table_script()
     stages = training_stages(load_checkpoint(ROOT / "checkpoints" / row["checkpoint"]))
     assert row["command"] == script.staged_command([stage["train_config"] for stage in stages])
