@@ -14,6 +14,7 @@ import torch
 
 from envs import TASKS, ClutteredMNISTVectorEnv
 from glimpse.inference import predict_probabilities
+from glimpse.training import distributed
 from glimpse.training.config import TrainConfig
 from glimpse.training.loop import batch_indices, make_learner, make_optimizer, step_seed
 
@@ -153,9 +154,12 @@ def _parallel_training_worker(rank: int, world: int, port: int, config: dict, da
 
     from envs.data import load_mnist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # the environment torchrun would give each process, so the group is joined and left as train.py does
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    distributed.init(torch.device("cpu"))
+    finished = False
     try:
         config = TrainConfig.from_dict(config)
         data = load_mnist(data_dir)
@@ -176,8 +180,9 @@ def _parallel_training_worker(rank: int, world: int, port: int, config: dict, da
         dist.barrier()
         if rank == 0:
             seconds.put(time.perf_counter() - start)
+        learner.forward, finished = learner.model, True  # DDP holds the group: drop it before leaving
     finally:
-        dist.destroy_process_group()
+        distributed.cleanup(finished)
 
 
 def eval_images_per_second(kind: str, model, task: dict, images: np.ndarray, batch_size: int = 500) -> float:

@@ -72,6 +72,32 @@ def test_one_glimpse_trains_across_processes(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+LEFTOVER_THREADS = """
+import os, sys, threading
+from glimpse.commands import train
+code = train.main(sys.argv[1:])
+native = len(os.listdir("/proc/self/task")) - len(threading.enumerate())
+print(f"rank {os.environ['RANK']}: exit {code}, threads without Python {native}")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
+def test_leaving_the_group_stops_its_threads(tmp_path):
+    """After main() no gloo thread may be left: one still releasing a collective's tensors while the
+    interpreter shuts down aborts the process (seen as a rare SIGABRT of a rank that had finished)."""
+    script = tmp_path / "count_threads.py"
+    script.write_text(f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + LEFTOVER_THREADS)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["OMP_NUM_THREADS"] = "1"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+               f"--master_port={free_port()}", str(script), *FAST, "--mode", "soft", "--soft-arch", "draw",
+               "--hidden-size", "64", "--batch-size", "16", "--max-steps", "2", "--run-dir", str(tmp_path / "runs")]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: exit 0, threads without Python 0" in result.stdout, result.stdout
+
+
 def test_batch_not_divisible_by_processes_is_a_clear_error(tmp_path):
     result = torchrun(2, *FAST, "--batch-size", "33", "--max-steps", "1", "--run-dir", str(tmp_path), timeout=60)
     assert result.returncode != 0

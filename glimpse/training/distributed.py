@@ -58,6 +58,13 @@ def init(device: torch.device) -> None:
         return
     if not dist.is_available():
         raise RuntimeError("torchrun launched this process but torch.distributed is not available")
+    # torch 2.14: torch._dynamo, first imported once a group exists (DDP's constructor imports it),
+    # keeps a reference to that group, so destroy_process_group() cannot free it and gloo's worker
+    # threads outlive it into interpreter shutdown, where one releasing a finished collective's
+    # tensors aborts the process ("terminate called without an active exception"). Imported
+    # before the group, it holds none.
+    import torch._dynamo  # noqa: F401
+
     if device.type == "cuda":
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", device_id=device)
@@ -89,7 +96,9 @@ def barrier() -> None:
 
 def cleanup(finished: bool = False) -> None:
     """Leave the process group. ``finished``: every rank got here normally, so first wait for all
-    of them; a rank that tears its gloo pairs down while a peer still talks to it can abort."""
+    of them; a rank that tears its gloo pairs down while a peer still talks to it can abort.
+    Whatever holds the group (a DistributedDataParallel wrapper) must be gone by now, or the group
+    and its threads survive this call (see ``init``)."""
     if not active():
         return
     if finished and world_size() > 1:

@@ -364,6 +364,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         return TrainResult(run_dir, run_dir / "best.pt", best_val, test_acc, len(test_set.labels), total_steps, elapsed,
                            data.source)
     finally:
+        learner.forward = learner.model  # drop the DDP wrapper: it holds the process group
         if owner is not None:
             owner.release()
 
