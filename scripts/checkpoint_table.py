@@ -18,7 +18,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 from envs.task import BENCHMARK_VERSION
-from glimpse.evaluation import canvas_recipe, evaluate_checkpoint
+from glimpse.evaluation import FRESH_SEED, canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
 from glimpse.checkpoint import load_checkpoint, training_stages
 from glimpse.stats import format_interval, holm, mcnemar
@@ -79,7 +79,6 @@ def staged_command(stages: list[dict]) -> str:
 
 
 SCORES = ROOT / "checkpoints" / "scores.json"
-FRESH_SEED = 20261123  # fresh test canvases: a seed no model was tuned on
 EVAL_SEEDS = 5  # a random first glimpse: the mean over evaluation seeds 0-4
 FIRST = 1000  # tests/test_shipped_checkpoints.py re-scores the first 1,000 test canvases against this file
 README_START, README_END = "<!-- checkpoint-table:start -->", "<!-- checkpoint-table:end -->"

@@ -12,6 +12,7 @@ from glimpse.models import get_family
 RAM, DRAW, FC = by_name("ram"), by_name("draw"), by_name("fc")
 from glimpse.report.measurements import SeedRuns, time_to_threshold
 from glimpse.checkpoint import load_checkpoint
+from glimpse.evaluation import FRESH_SEED, evaluate_checkpoint
 
 TINY = ["--max-steps", "2", "--data-dir", "bundled", "--grad-batches", "2", "--speed-steps", "1", "--jobs", "2",
         "--threads", "1"]
@@ -35,6 +36,13 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     # the per-seed errors in the report are the runs' own test errors
     errors = [100 * (1 - load_checkpoint(runs / f"ram-seed{s}" / "best.pt")["test_accuracy"]) for s in (0, 1)]
     assert f"| {RAM.label} | 20 | 2 | {errors[0]:.2f} (" in text and f"), {errors[1]:.2f} (" in text
+    # and beside them each run's error on fresh canvases, by the code behind evaluate.py --canvas-seed
+    fresh = [100 * evaluate_checkpoint(runs / f"ram-seed{s}" / "best.pt", data_dir="bundled", canvas_seed=FRESH_SEED,
+                                       progress=False)["error"] for s in (0, 1)]
+    ram_row = next(line for line in text.splitlines() if line.startswith(f"| {RAM.label} | 20 | 2 |"))
+    assert f"| {fresh[0]:.2f}, {fresh[1]:.2f} |" in ram_row
+    fresh_right = np.load(runs / "ram-seed0" / f"fresh-seed{FRESH_SEED}-right-v1.npy")
+    assert (fresh_right != np.load(runs / "ram-seed0" / "test-right-v1.npy")).any()  # other canvases
     # the cost counts every run the report trained, the sweep's and the estimators' too
     minutes = sum(load_checkpoint(runs / name / "best.pt")["train_seconds"] for name in names) / 60
     assert f"Recorded training time of all {len(names)} runs of this report: {minutes:.0f} minutes" in text

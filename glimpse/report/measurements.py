@@ -12,7 +12,7 @@ import torch
 from envs import ClutteredMNISTVectorEnv
 
 from envs.task import BENCHMARK_VERSION
-from glimpse.evaluation import evaluate_checkpoint
+from glimpse.evaluation import FRESH_SEED, evaluate_checkpoint
 from glimpse.measure import (baseline_name, flops_per_image, pixels_read, ram_gradient_fn,
                              reinforce_estimator_noise, soft_gradient_fn)
 from glimpse.models import build_model, get_family
@@ -37,20 +37,30 @@ class SeedRuns:
     def test_errors(self) -> np.ndarray:
         return np.array([1.0 - r["test_accuracy"] for r in self.runs])
 
-    def right(self, index: int) -> np.ndarray:
-        """Which of today's fixed test canvases run ``index`` read right, (N,) bool, by the code
-        behind evaluate.py: the paired tests need canvas by canvas what the test error summarises.
-        Cached beside its best.pt and used only while it agrees with the run's test accuracy."""
+    def right(self, index: int, canvas_seed: int | None = None) -> np.ndarray:
+        """Which test canvases run ``index`` read right, (N,) bool, by the code behind evaluate.py:
+        the paired tests need canvas by canvas what the test error summarises. Today's fixed test
+        canvases, or with ``canvas_seed`` fresh ones drawn from that seed. Cached beside its best.pt;
+        the fixed set's cache is used only while it agrees with the run's test accuracy, a fresh
+        set's only while it is newer than best.pt."""
         run_dir, accuracy = self.run_dirs[index], self.runs[index]["test_accuracy"]
-        cache = run_dir / f"test-right-v{BENCHMARK_VERSION}.npy"
+        name = "test" if canvas_seed is None else f"fresh-seed{canvas_seed}"
+        cache = run_dir / f"{name}-right-v{BENCHMARK_VERSION}.npy"
         if cache.exists():
             right = np.load(cache)
-            if abs(float(right.mean()) - accuracy) < 1e-9:
+            if canvas_seed is None and abs(float(right.mean()) - accuracy) < 1e-9:
                 return right
-        right = evaluate_checkpoint(run_dir / "best.pt", data_dir=self.data_dir, progress=False,
-                                    per_canvas=True)["right"]
+            if canvas_seed is not None and cache.stat().st_mtime_ns >= (run_dir / "best.pt").stat().st_mtime_ns:
+                return right
+        right = evaluate_checkpoint(run_dir / "best.pt", data_dir=self.data_dir, progress=False, per_canvas=True,
+                                    canvas_seed=canvas_seed)["right"]
         np.save(cache, right)
         return right
+
+    def fresh_errors(self) -> np.ndarray:
+        """Each run's test error on fresh canvases (seed FRESH_SEED, the recipe of the fixed set):
+        the independent check of :attr:`test_errors`."""
+        return np.array([1.0 - float(self.right(i, FRESH_SEED).mean()) for i in range(len(self.runs))])
 
     def model(self, index: int = 0) -> torch.nn.Module:
         run = self.runs[index]
