@@ -129,20 +129,25 @@ def table(rows: list[dict], samples: int) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         published, target = REFERENCE.get(Path(row["checkpoint"]).stem, ("-", "-"))
-        sampled = f"{100 * row['sampled_error']:.2f}" if "sampled_error" in row else "-"
+        sampled = error_cell(row["sampled_error"], row["n"]) if "sampled_error" in row else "-"
         seeds = f", mean of seeds 0-{row['eval_seeds'] - 1}" if "eval_seeds" in row else ""
-        lines.append(f"| `{row['checkpoint']}` | {100 * row['test_error']:.2f} ({interval(row['test_error'], row['n'])}"
-                     f"{seeds}) "
-                     f"| {100 * row['fresh_error']:.2f}{fresh_seeds_note(row)} | {sampled} | {target} | {published} | "
-                     f"{row['train_minutes']:.0f} min | `{row['command']}` |")
+        lines.append(f"| `{row['checkpoint']}` | {error_cell(row['test_error'], row['n'], seeds)} "
+                     f"| {error_cell(row['fresh_error'], row['n'], fresh_seeds_note(row))} | {sampled} | {target} | "
+                     f"{published} | {row['train_minutes']:.0f} min | `{row['command']}` |")
     return "\n".join(lines)
+
+
+def error_cell(error: float, n: int, note: str = "") -> str:
+    """An error in % with its 95 % interval (the fresh sets and the sampled evaluation have the
+    fixed set's n canvases too) and a note on how it was averaged."""
+    return f"{100 * error:.2f} ({interval(error, n)}{note})"
 
 
 def fresh_seeds_note(row: dict) -> str:
     """How the fresh column of a random-first-glimpse row was drawn (rows scored before it had
     fresh evaluation seeds of its own used seeds 0..EVAL_SEEDS-1 there too)."""
     seeds = row.get("fresh_eval_seeds")
-    return f" (mean of seeds {seeds[0]}-{seeds[-1]})" if seeds else ""
+    return f", mean of seeds {seeds[0]}-{seeds[-1]}" if seeds else ""
 
 
 def paired(paths: list[Path], data_dir: str | None) -> list[dict]:
