@@ -153,6 +153,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     progress("[report] measuring cost and speed per model")
     measured: dict[str, dict] = {}
     for group in present:
+        progress(f"[report]   {group.experiment.label}")
         measured[group.experiment.name] = {
             **cost_per_image(group), **throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)}
     seconds_per_epoch = {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
@@ -162,6 +163,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     for group in present:
         family = get_family(group.runs[0]["kind"])
         if group.experiment.learns_attention and family.has_attention:
+            progress(f"[report]   {group.experiment.label}: {settings.grad_batches} minibatches")
             gradients[group.experiment.name] = attention_gradient_spread(
                 group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
             if family.mode == "hard":  # REINFORCE's baselines compared at the run's trained weights
@@ -204,9 +206,9 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     if gallery_rows:
         figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
 
-    progress("[report] writing")
     progress("[report] paired tests")
     tests = paired_tests(present)
+    progress("[report] writing")
     n_test = len(test_canvases.labels)
     text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves, sweep_groups,
                      bool(gallery_rows), n_test, tests)
