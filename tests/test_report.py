@@ -94,6 +94,14 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     k = family.converged_recipe["reinforce_samples"]
     assert f"| {RAM.label} | REINFORCE + leave-one-out baseline, K = {k} | " in text
     assert f"(RAM: {family.attention_module_text})" in text
+    # the bigger-canvas table measures each model as its runs configured it: RAM with its recipe's
+    # conv reader costs what the cost table says, RAM with random glimpses (the linear one) less
+    def row(table_header: str, label: str) -> list[str]:
+        table = text[text.index(table_header):]
+        return next(line for line in table.splitlines() if line.startswith(f"| {label} |")).split(" | ")
+    growth_header = "| model | pixels touched, 60x60 |"
+    assert row(growth_header, RAM.label)[5] == row("| model | pixels touched | values in |", RAM.label)[3]
+    assert row(growth_header, RAM.label)[5] != row(growth_header, "RAM, random glimpses")[5]
     assert "Accuracy against the number of glimpses" not in text and not (out / "glimpse_sweep.png").exists()
     assert "| cpu (1 thread) |" in text
     # the sweep and the estimator runs belong to the short report

@@ -114,21 +114,22 @@ def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
 GROWTH_SIZES = (60, 100, 200)
 
 
-def canvas_growth_table(sizes=GROWTH_SIZES) -> str:
-    """Cost per image of the *same* model (the cluttered60 configuration) on bigger canvases,
-    by definition (pixels touched) and by FLOP count, untrained: the 'O(1) per glimpse vs
-    O(input)' claim needs no training to check."""
+def canvas_growth_table(experiments, sizes=GROWTH_SIZES) -> str:
+    """Cost per image of each of the report's models, as configured in its runs, on bigger
+    canvases, by definition (pixels touched) and by FLOP count, untrained: the 'O(1) per glimpse
+    vs O(input)' claim needs no training to check."""
     rows = []
-    for family in list_families():
+    for experiment in experiments:
         pixels, flops = [], []
         for size in sizes:
-            config = resolve_config({"preset": TASK_PRESET, **family_options(family), "canvas_size": size})
-            task, model_config = config.task(), family.model_config(config)
+            config = resolve_config({"preset": TASK_PRESET, **experiment.overrides, "canvas_size": size})
+            family, task = config.family, config.task()
+            model_config = family.model_config(config)
             torch.manual_seed(0)
             model = family.build(model_config).eval()
             pixels.append(pixels_read(family.name, task, model_config)["canvas_pixels_touched"])
             flops.append(flops_per_image(family.name, model, task, batch=2))
-        rows.append([family.name, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
+        rows.append([experiment.label, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
                      *(_si(f) for f in flops), f"{flops[-1] / flops[0]:.1f}x"])
     last = f"{sizes[-1]} / {sizes[0]}"
     return _table(["model", *(f"pixels touched, {n}x{n}" for n in sizes), last,
@@ -349,7 +350,7 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
          "the papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are longer runs, and "
          "`report.py --converged` trains the attention models to convergence."),
         "",
-        "## Runs and budgets (the 'stochastic' row: spread over seeds)",
+        "## Runs and budgets",
         "",
         _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)",
                 f"on fresh canvases (seed {FRESH_SEED}) %",
@@ -426,10 +427,10 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "",
         _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], cost_rows),
         "",
-        "The same models (the cluttered60 configuration, untrained: this needs no training) on bigger "
-        "canvases: RAM's cost per image stays put, the others grow with the canvas.",
+        "The same models, configured as in their runs, on bigger canvases (untrained: this needs no "
+        "training): RAM's cost per image stays put, the others grow with the canvas.",
         "",
-        canvas_growth_table(),
+        canvas_growth_table([g.experiment for g in groups if g.runs]),
         "",
         "## Easy vs hard to train",
         "",
