@@ -342,9 +342,9 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "",
         headline(groups, measured, seconds_per_epoch, n_test),
         "",
-        ("The attention models were trained with their best-known recipes until their validation error "
-         "levelled off (`--converged`: budgets and whether each run converged below); the full-image "
-         "baselines and RAM with random glimpses keep the short budgets of the default report."
+        ("The attention models were trained with their best-known recipes for budgets meant to let their "
+         "validation error level off (`--converged`: the budgets, and whether each run did, below); the "
+         "full-image baselines and RAM with random glimpses keep the short budgets of the default report."
          if settings.converged else
          "The budgets are short (below): this compares the models after minutes of training each, not after "
          "the papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are longer runs, and "
