@@ -21,7 +21,7 @@ from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import FRESH_SEED, TEST_SEED, fixed_set
 from glimpse.measure import baseline_name, flops_per_image, pixels_read
-from glimpse.models import get_family, list_families
+from glimpse.models import get_family
 from glimpse.stats import format_interval
 from glimpse.report import figures
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT,
@@ -30,7 +30,7 @@ from glimpse.report.measurements import (
     CONVERGED, THRESHOLDS, SeedRuns, attention_gradient_spread, late_gain, collect, estimator_variance, cost_per_image, paired_tests,
     throughput, time_to_threshold,
 )
-from glimpse.training.config import family_options, resolve_config
+from glimpse.training.config import resolve_config
 from glimpse.viz import where_it_looks
 
 PAPER_SWEEP = {"RAM": [(4, 4.96), (6, 4.08), (8, 4.04)], "DRAW": []}
