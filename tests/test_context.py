@@ -1,7 +1,6 @@
 """RAM's context network (Ba et al. 2015's DRAM): the env's coarse view of the whole canvas sets
 the core's first state (--context-size)."""
 import gymnasium as gym
-import numpy as np
 import pytest
 import torch
 from gymnasium.utils.env_checker import check_env

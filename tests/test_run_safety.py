@@ -1,11 +1,9 @@
 """Runs that cannot collide, escape or mislead: every flag checked before anything is created,
 a run directory owned by one process, files that fail cleanly, layouts refused at make."""
 import errno
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import gymnasium

@@ -5,7 +5,6 @@ cross-entropy plus whatever terms the family adds (``Family.training_terms``).""
 from __future__ import annotations
 
 import numpy as np
-import torch
 import torch.nn.functional as F
 
 from glimpse.inference import read_right
