@@ -36,7 +36,7 @@ from glimpse.training import distributed
 from glimpse.training.config import family_options, resolve_config
 
 # every registered attention family, with how many training steps to time (RAM's are the cheapest)
-MODELS = tuple((f.title, family_options(f), 30 if f.mode == "hard" else 10)
+MODELS = tuple((f.title, family_options(f), 30 if f.learns_by_reinforce else 10)
                for f in list_families() if f.has_attention)
 
 

@@ -86,8 +86,9 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     model.to(device)
     task, kind = payload["task"], payload["kind"]
     family = get_family(kind)
-    if samples and family.mode != "hard":
-        raise ValueError(f"--samples applies to hard attention only; a {kind} model is deterministic")
+    if samples and not family.samples_trajectories:
+        raise ValueError(f"--samples applies to models that sample where they look (hard attention); "
+                         f"a {kind} model is deterministic")
     if images_file is not None:
         images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
         described = str(images_file)
@@ -107,13 +108,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     predictions = probs.argmax(-1).numpy()
     right = read_right(predictions, labels)
     accuracy = float(right.mean())
-    if samples:
-        policy = f"averaged over {samples} sampled trajectories (seed {seed})"
-    else:
-        policy = "deterministic (policy mean)" if family.mode == "hard" else "deterministic"
-    if family.mode == "hard" and task.get("first_location") == "random":
-        seeds = f"seeds {seed}..{seed + samples - 1}, one per trajectory" if samples > 1 else f"seed {seed}"
-        policy += f", first glimpses at random ({seeds})"
+    policy = family.evaluation_text(task, samples, seed)
     result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
               "error_interval": list(wilson_interval(int((~right).sum()), len(labels))),  # 95 %, Wilson
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,

@@ -28,12 +28,12 @@ from envs import ClutteredMNISTVectorEnv
 from envs.engine import DigitBank, first_locations, make_canvases
 from glimpse.losses import hybrid_loss
 from glimpse.models import get_family
-from glimpse.models.ram.rollout import run_episodes
 from glimpse.models.registry import canvases_to_tensor
 
 __all__ = [
     "GradStats", "attention_parameters", "flop_breakdown", "flops_per_image", "gradient_statistics",
-    "pixels_read", "ram_attention_gradient", "ram_gradient_fn", "reinforce_estimator_noise", "soft_attention_gradient", "soft_gradient_fn",
+    "pixels_read", "reinforce_attention_gradient", "reinforce_gradient_fn", "reinforce_estimator_noise",
+    "soft_attention_gradient", "soft_gradient_fn",
     "soft_minibatch",
 ]
 
@@ -182,11 +182,12 @@ def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(grads, params)])
 
 
-def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray | None = None,
-                           samples: int = 1) -> torch.Tensor:
-    """One minibatch's REINFORCE gradient of the location policy's mean head, flattened (d,).
+def reinforce_attention_gradient(kind: str, model: nn.Module, env, seed: int, indices: np.ndarray | None = None,
+                                 samples: int = 1) -> torch.Tensor:
+    """One minibatch's REINFORCE gradient of a hard ``kind`` model's location policy (its mean
+    head: :func:`attention_parameters`), flattened (d,).
 
-    Plays ``env.num_envs`` episodes with sampled locations (:func:`glimpse.models.ram.rollout.run_episodes`;
+    Plays ``env.num_envs`` episodes with sampled locations (the family's ``episodes``;
     ``seed`` seeds both the env, hence which digits, clutter and first location, and the
     location noise), then differentiates ``hybrid_loss(...).reinforce`` w.r.t.
     :func:`attention_parameters`. ``samples`` = 1: the advantage is reward - the learned
@@ -194,7 +195,8 @@ def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray
     from one first location, with the leave-one-out baseline (``--reinforce-samples K``).
     ``indices`` fixes the digits instead. Weights are not changed; no ``.grad`` is written.
     """
-    params = list(attention_parameters(model, "ram").values())
+    family = get_family(kind)
+    params = list(attention_parameters(model, kind).values())
     generator = torch.Generator().manual_seed(seed)
     if samples > 1:
         if env.num_envs % samples:
@@ -210,8 +212,8 @@ def ram_attention_gradient(model: nn.Module, env, seed: int, indices: np.ndarray
     else:
         options = None if indices is None else {"indices": np.asarray(indices)}
     with _requires_grad(params):
-        rollout = run_episodes(model, env, sample=True, generator=generator, seed=seed, options=options,
-                               samples=samples)
+        rollout = family.episodes(model, env, sample=True, generator=generator, seed=seed, options=options,
+                                  samples=samples)
         loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
                            samples=samples)
         return _flat_grad(loss.reinforce, params)
@@ -222,19 +224,21 @@ def baseline_name(samples: int) -> str:
     return "learned baseline" if samples == 1 else f"leave-one-out baseline, K = {samples}"
 
 
-def reinforce_estimator_noise(model: nn.Module, task: dict, samples: int, n_batches: int, batch_size: int,
-                              data_dir: str | None = None, seed: int = 20_000, n_bootstrap: int = 200) -> dict:
-    """How noisy one REINFORCE estimator of RAM's location-policy gradient is, and what it costs.
+def reinforce_estimator_noise(kind: str, model: nn.Module, task: dict, samples: int, n_batches: int,
+                              batch_size: int, data_dir: str | None = None, seed: int = 20_000,
+                              n_bootstrap: int = 200) -> dict:
+    """How noisy one REINFORCE estimator of a hard ``kind`` model's location-policy gradient is,
+    and what it costs.
 
     ``samples`` = 1: the learned baseline; K > 1: the leave-one-out baseline, each of the
     ``batch_size`` training images played K times (``--reinforce-samples K``). All are unbiased
     for the same gradient, so their noise compares directly. Returns ``trace``, the total variance
-    of one minibatch's gradient over ``n_batches`` minibatches (:func:`ram_attention_gradient`,
+    of one minibatch's gradient over ``n_batches`` minibatches (:func:`reinforce_attention_gradient`,
     minibatch i drawn from ``seed + i``), its 90 % bootstrap interval ``trace_interval``, and
     ``seconds_per_batch``, what one minibatch's gradient took here (rollout and backward), so that
     estimators compare at equal wall-clock: trace x seconds."""
     env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-    grad_fn = ram_gradient_fn(model, env, seed, samples)
+    grad_fn = reinforce_gradient_fn(kind, model, env, seed, samples)
     grad_fn(-1)  # warm-up: digits loaded, caches filled
     start = time.perf_counter()
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
@@ -271,9 +275,11 @@ def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torc
     return canvases_to_tensor(batch.images), batch.labels
 
 
-def ram_gradient_fn(model: nn.Module, env, seed: int = 0, samples: int = 1) -> Callable[[int], torch.Tensor]:
-    """``i -> ram_attention_gradient(model, env, seed + i, samples=samples)``, for :func:`gradient_statistics`."""
-    return lambda i: ram_attention_gradient(model, env, seed + i, samples=samples)
+def reinforce_gradient_fn(kind: str, model: nn.Module, env, seed: int = 0,
+                          samples: int = 1) -> Callable[[int], torch.Tensor]:
+    """``i -> reinforce_attention_gradient(kind, model, env, seed + i, samples=samples)``, for
+    :func:`gradient_statistics`."""
+    return lambda i: reinforce_attention_gradient(kind, model, env, seed + i, samples=samples)
 
 
 def soft_gradient_fn(model: nn.Module, kind: str, task: dict, digits, batch_size: int,

@@ -45,7 +45,7 @@ def command(config: dict) -> str:
 
     run = TrainConfig.from_dict(config)  # today's option names for a run saved under older ones
     config = run.applicable()  # a Show-Attend-Tell run has no glimpse sensor to state
-    chosen = ("mode", "soft_arch", "full_arch", "preset")
+    chosen = ("mode", "arch", "preset")
     base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
     selected = family_options(run.family)
     parts = [f"--{name.replace('_', '-')} {value}" for name, value in selected.items()]
@@ -117,14 +117,14 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
     if len(errors) > 1:
         row.update(eval_seeds=len(errors), test_errors_by_seed=errors, fresh_eval_seeds=fresh_seeds,
                    fresh_errors_by_seed=fresh)
-    if get_family(result["kind"]).mode == "hard" and samples:
+    if get_family(result["kind"]).samples_trajectories and samples:
         sampled = evaluate_checkpoint(path, data_dir=data_dir, samples=samples, progress=False)
         row.update(samples=samples, sampled_error=sampled["error"])
     return row
 
 
 def table(rows: list[dict], samples: int) -> str:
-    lines = [f"| checkpoint | test error % (95 % interval) | fresh canvases, seed {FRESH_SEED} % | RAM, {samples} "
+    lines = [f"| checkpoint | test error % (95 % interval) | fresh canvases, seed {FRESH_SEED} % | hard, {samples} "
              "trajectories averaged % | target % | published % | training time | command |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -209,9 +209,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="score only these checkpoints (file names) again; the other rows come from the scores file")
     parser.add_argument("--paired-only", action="store_true",
                         help="keep every row of the scores file; compute only the paired tests again")
+    parser.add_argument("--commands-only", action="store_true",
+                        help="keep every score and paired test of the scores file; rebuild only each row's command "
+                             "from its checkpoint's record (after options are renamed); needs no data")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     paths = sorted(args.checkpoints.glob("*.pt"))
+    if args.commands_only:
+        scores = json.loads(SCORES.read_text())
+        for row in scores["rows"]:
+            stages = training_stages(load_checkpoint(args.checkpoints / row["checkpoint"]))
+            row["command"] = staged_command([stage["train_config"] for stage in stages])
+        text = table(scores["rows"], scores["samples"])
+        print(text)
+        if args.write:
+            SCORES.write_text(json.dumps(scores, indent=1) + "\n")
+            update_readme(ROOT / "README.md", text)
+        return 0
     if args.paired_only:
         rows = json.loads(SCORES.read_text())["rows"]
     elif args.only:

@@ -7,7 +7,7 @@ into the LSTM state (--attention-into-core; 1 is the paper): the norm of dL/dh_t
 and the norms of dL/d(raw attention parameters) summed over the steps, each averaged over the
 minibatches, and the median and largest norm of the whole gradient (what --grad-clip sees).
 The same weights and minibatches serve every S, and the forward pass is the same for all of
-them. See glimpse/state_gradients.py.
+them. See ``state_gradient_norms`` in glimpse/models/draw.py.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from glimpse.cli import fail
 from envs.data import DataError, load_mnist
 from glimpse.measure import soft_minibatch
-from glimpse.state_gradients import state_gradient_norms
+from glimpse.models import get_family, list_families
 from glimpse.checkpoint import CheckpointError, load_model
 
 
@@ -43,23 +43,26 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--attention-into-core values must be in [0, 1], got {args.attention_into_core}")
         torch.set_num_threads(args.threads)
         model, payload = load_model(args.checkpoint)
-        if payload["kind"] != "draw":
-            raise ValueError(f"{args.checkpoint} is a {payload['kind']} checkpoint; this measures DRAW")
+        family = get_family(payload["kind"])
+        if family.state_loop is None:
+            looped = ", ".join(f.name for f in list_families() if f.state_loop)
+            raise ValueError(f"{args.checkpoint} is a {payload['kind']} checkpoint, which has no state -> attention "
+                             f"-> state loop; this measures the families that do ({looped}: DRAW's read)")
         data = load_mnist(args.data_dir)
         batches = [soft_minibatch(payload["task"], data.train, args.batch_size, args.seed + i)
                    for i in range(args.batches)]
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)
     steps = payload["model_config"]["n_glimpses"]
-    print(f"{args.checkpoint} (trained with attention_into_core "
-          f"{payload['model_config'].get('attention_into_core', 1.0)}), step {payload.get('step')}, "
+    print(f"{args.checkpoint} (trained with {family.state_loop} "
+          f"{payload['model_config'].get(family.state_loop, 1.0)}), step {payload.get('step')}, "
           f"{args.batches} minibatches of {args.batch_size} training canvases from seed {args.seed}")
     print("| S | " + " | ".join(f"dL/dh_{t}" for t in range(1, steps + 1))
           + " | dL/d(centre x, centre y, log sigma^2, log stride, log gamma), summed over steps "
             "| whole gradient: median | largest |")
     print("|---" * (steps + 4) + "|")
     for share in args.attention_into_core:
-        runs = [state_gradient_norms(model, images, labels, share) for images, labels in batches]
+        runs = [family.state_gradient_norms(model, images, labels, share) for images, labels in batches]
         state = torch.stack([r["state"] for r in runs]).mean(0)
         attention = torch.stack([r["attention"].sum(0) for r in runs]).mean(0)
         whole = torch.stack([r["parameters"] for r in runs])

@@ -1,4 +1,4 @@
-"""How noisy each REINFORCE estimator of RAM's location-policy gradient is, per second of compute.
+"""How noisy each REINFORCE estimator of a hard model's location-policy gradient is, per second of compute.
 
     python scripts/reinforce_estimators.py --checkpoint runs/NAME/best.pt --data-dir DIR
     python scripts/reinforce_estimators.py --checkpoint checkpoints/ram-cluttered60.pt --samples 1,4 --batches 50
@@ -27,7 +27,7 @@ from glimpse.models import get_family
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="a RAM checkpoint")
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint of a hard-attention family (REINFORCE)")
     parser.add_argument("--samples", default="1,2,4,8", help="comma-separated K (1: the learned baseline)")
     parser.add_argument("--batches", type=int, default=100, help="minibatches per estimator")
     parser.add_argument("--batch-size", type=int, default=128, help="images per minibatch")
@@ -44,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--samples must be >= 1, --batches >= 2, --batch-size >= 1 and --threads >= 1")
         torch.set_num_threads(args.threads)
         model, payload = load_model(args.checkpoint)
-        if get_family(payload["kind"]).mode != "hard":
+        if not get_family(payload["kind"]).learns_by_reinforce:
             raise ValueError(f"{args.checkpoint} is a {payload['kind']} checkpoint; REINFORCE estimators need hard attention")
-        results = [reinforce_estimator_noise(model, payload["task"], k, args.batches, args.batch_size, args.data_dir,
+        results = [reinforce_estimator_noise(payload["kind"], model, payload["task"], k, args.batches, args.batch_size, args.data_dir,
                                              args.seed) for k in counts]
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)

@@ -5,7 +5,7 @@ import torch
 
 from glimpse.commands import train
 from envs.engine import fixed_canvas_set
-from glimpse.models.ram.rollout import ram_episodes
+from glimpse.models.episodes import play_canvases
 from glimpse.measure import flops_per_image, pixels_read
 from glimpse.models import build_model
 from glimpse.checkpoint import load_checkpoint
@@ -39,8 +39,8 @@ def test_baseline_flops_by_hand():
 def test_random_glimpses_are_uniform_seeded_and_untrained_by_reinforce(bundled):
     model = build_model("ram", dict(policy="random", n_glimpses=6))
     canvases = fixed_canvas_set(bundled.test.images[:400], bundled.test.labels[:400], 60, 4, False, 0)
-    first = ram_episodes(model, TASK, canvases.images, canvases.labels)
-    again = ram_episodes(model, TASK, canvases.images, canvases.labels)
+    first = play_canvases(model, TASK, canvases.images, canvases.labels)
+    again = play_canvases(model, TASK, canvases.images, canvases.labels)
     torch.testing.assert_close(first.locations, again.locations, rtol=0, atol=0)  # deterministic evaluation
     chosen = first.locations[:, 1:].reshape(-1, 2)  # the policy's own choices (the first is the env's)
     assert chosen.abs().max() <= 1

@@ -11,7 +11,7 @@ from glimpse.checkpoint import load_checkpoint
 from glimpse.commands import evaluate, train
 from glimpse.models import get_family
 from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
-from glimpse.models.ram.rollout import run_episodes
+from glimpse.models.episodes import run_episodes
 
 TASK = dict(canvas_size=60, n_clutter=4, glimpse_size=12, n_scales=3, n_glimpses=4, data_dir="bundled")
 

@@ -135,7 +135,7 @@ def test_attention_into_core_scales_the_gradient_that_leaves_the_attention_head(
 
 
 def test_state_gradient_norms_measure_the_loop_without_touching_the_model():
-    from glimpse.state_gradients import state_gradient_norms
+    from glimpse.models.draw import state_gradient_norms
 
     torch.manual_seed(0)
     model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=3))
@@ -166,4 +166,4 @@ def test_gradient_loop_script_on_the_shipped_checkpoint(capsys):
     assert "attention-into-core" in capsys.readouterr().err
     ram = str(Path(checkpoint).with_name("ram-cluttered100.pt"))
     assert script.main(["--checkpoint", ram, "--data-dir", "bundled"]) == 2
-    assert "measures DRAW" in capsys.readouterr().err
+    assert "no state -> attention -> state loop" in capsys.readouterr().err

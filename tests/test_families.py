@@ -86,27 +86,95 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
 
 
 def test_registry_lists_each_family_once_and_names_the_unknown():
-    assert len(FAMILIES) == len(set(FAMILIES)) and {"ram", "draw", "sat", "stn", "cnn", "fc"} <= set(FAMILIES)
-    assert [f.name for f in list_families("hard")] == ["ram"]
+    assert len(FAMILIES) == len(set(FAMILIES)) and {"ram", "dram", "draw", "sat", "stn", "cnn", "fc"} <= set(FAMILIES)
+    assert {"ram", "dram"} <= {f.name for f in list_families("hard")}
     with pytest.raises(ValueError, match="unknown model kind 'vit'"):
         get_family("vit")
 
 
-def test_a_family_needs_no_branch_outside_its_module():
-    """Outside glimpse/models/, no code asks which model it holds (it asks the registry)."""
-    offenders = []
-    for path in [*(ROOT / "glimpse").rglob("*.py"), *(ROOT / "envs").rglob("*.py"), ROOT / "train.py",
-                 ROOT / "evaluate.py", ROOT / "report.py"]:
-        if "models" in path.relative_to(ROOT).parts:
+def test_the_docs_list_the_families_the_registry_has(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "scripts" / "docs_tables.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main([]) == 0, capsys.readouterr().out  # docs/training.md's block is the registry's table
+    for family in list_families():
+        assert f"| `{family.name}`" in (ROOT / "docs" / "training.md").read_text()
+
+
+def test_each_mode_has_one_default_family_and_a_second_is_refused():
+    from glimpse.models import default_family
+    from glimpse.models.registry import register
+
+    for mode in ("hard", "soft", "full"):
+        assert sum(f.default_for_mode for f in list_families(mode)) == 1
+        assert resolve_config({"mode": mode}).family is default_family(mode)
+    hard = default_family("hard")
+    rival = type("RivalFamily", (type(hard),), {"name": "rival"})  # inherits default_for_mode = True
+    with pytest.raises(ValueError, match="both declare themselves the default of --mode hard"):
+        register(rival)
+    assert "rival" not in [f.name for f in list_families()]
+
+
+def _lab_files():
+    """Every Python file of the lab outside glimpse/models/ and tests/: the library, the
+    environments, the command lines, scripts and benchmarks."""
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT).parts
+        if parts[0] in ("tests", ".venv", "build") or parts[:2] == ("glimpse", "models") or "site-packages" in parts:
             continue
+        yield path
+
+
+def _family_modules() -> set[str]:
+    """Each family's own module: the module that registers it, or its folder when it has one."""
+    modules = set()
+    for family in list_families():
+        module = type(family).__module__
+        modules.add(module.rsplit(".", 1)[0] if module.endswith(".family") else module)
+    return modules
+
+
+def test_a_family_needs_no_branch_outside_its_module():
+    """Outside glimpse/models/ and tests/ (scripts and benchmarks included), no code compares
+    with or passes a family's name as a string, and none imports a family's own module: they
+    ask the registry, and the family answers through its methods and capabilities."""
+    own = _family_modules()
+    assert "glimpse.models.ram" in own and "glimpse.models.dram" in own and "glimpse.models.draw" in own
+    offenders = []
+    for path in _lab_files():
+        where = lambda node: f"{path.relative_to(ROOT)}:{node.lineno}"  # noqa: E731
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare):
                 names = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
                 names += [e.value for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set))
                           for e in c.elts if isinstance(e, ast.Constant)]
                 if set(names) & set(FAMILIES):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                    offenders.append(f"{where(node)} compares with a family's name")
+            elif isinstance(node, ast.Call):
+                values = [*node.args, *(k.value for k in node.keywords)]
+                if any(isinstance(v, ast.Constant) and v.value in FAMILIES for v in values):
+                    offenders.append(f"{where(node)} passes a family's name")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                if any(m == o or m.startswith(o + ".") for m in modules for o in own):
+                    offenders.append(f"{where(node)} imports a family's own module")
     assert not offenders, offenders
+
+
+def test_the_guard_above_can_fail(tmp_path, monkeypatch):
+    """The three things the guard looks for, in a file it reads, are each caught."""
+    bad = ROOT / "scripts" / "_guard_probe.py"
+    bad.write_text('from glimpse.models.dram import DRAMConfig\nif kind == "ram":\n    get_family("sat")\n')
+    try:
+        with pytest.raises(AssertionError) as caught:
+            test_a_family_needs_no_branch_outside_its_module()
+    finally:
+        bad.unlink()
+    text = str(caught.value)
+    assert all(f"_guard_probe.py:{line}" in text for line in (1, 2, 3)), text
 
 
 def _imports(path: Path) -> set[str]:
@@ -165,16 +233,35 @@ def test_env_ids_and_presets_read_one_table_of_tasks():
 
 
 def test_a_family_states_its_own_task_overrides():
-    assert resolve_config({"mode": "soft", "soft_arch": "sat", "preset": "cluttered60"}).n_glimpses == 4
-    assert resolve_config({"mode": "soft", "soft_arch": "stn", "preset": "cluttered100"}).n_glimpses == 1
-    assert resolve_config({"mode": "soft", "soft_arch": "draw", "preset": "cluttered60"}).n_glimpses == 6
+    assert resolve_config({"mode": "soft", "arch": "sat", "preset": "cluttered60"}).n_glimpses == 4
+    assert resolve_config({"mode": "soft", "arch": "stn", "preset": "cluttered100"}).n_glimpses == 1
+    assert resolve_config({"mode": "soft", "arch": "draw", "preset": "cluttered60"}).n_glimpses == 6
 
 
 def test_hyperparameter_table_lists_only_what_applies():
-    draw = resolve_config({"mode": "soft", "soft_arch": "draw"}).applicable()
+    draw = resolve_config({"mode": "soft", "arch": "draw"}).applicable()
     assert "read_size" in draw and "core" not in draw and "full_arch" not in draw and "attention_weight" not in draw
+    assert draw["arch"] == "draw"
     ram = resolve_config({"mode": "hard"}).applicable()
-    assert "core" in ram and "read_size" not in ram and "soft_arch" not in ram
+    assert "core" in ram and "read_size" not in ram and "soft_arch" not in ram and ram["arch"] == "ram"
+    dram = resolve_config({"mode": "hard", "arch": "dram"}).applicable()
+    assert "context_size" in dram and "core" not in dram and "random_glimpses" not in dram
+
+
+def test_arch_picks_the_family_within_its_mode_and_the_old_flags_still_work(capsys):
+    assert resolve_config({"mode": "soft", "soft_arch": "stn"}).arch == "stn"  # the old spelling
+    assert resolve_config({"mode": "full", "full_arch": "fc"}).family is get_family("fc")
+    with pytest.raises(ValueError, match="disagree"):
+        resolve_config({"mode": "soft", "arch": "draw", "soft_arch": "stn"})
+    with pytest.raises(ValueError, match="dram is a family of --mode hard"):
+        resolve_config({"mode": "soft", "arch": "dram"})
+    assert train.main(["--mode", "hard", "--soft-arch", "draw", "--data-dir", "bundled"]) == 2
+    assert "old spelling of --arch for --mode soft" in capsys.readouterr().err
+    assert "replaced by --arch" in train.build_parser().format_help()
+    # a checkpoint's flat train_config of before --arch (mode, soft_arch and full_arch) still loads
+    old = {k: v for k, v in TrainConfig().to_dict().items() if k != "arch"}
+    assert TrainConfig.from_dict({**old, "mode": "soft", "soft_arch": "draw", "full_arch": "cnn"}).arch == "draw"
+    assert TrainConfig.from_dict({**old, "mode": "hard", "soft_arch": "sat", "full_arch": "cnn"}).arch == "ram"
 
 
 def test_a_removed_option_loads_at_its_default_and_is_refused_otherwise(tmp_path, capsys):
@@ -187,7 +274,7 @@ def test_a_removed_option_loads_at_its_default_and_is_refused_otherwise(tmp_path
     family = get_family("draw")
     model = family.build({"canvas_size": 60})
     payload = dict(kind="draw", model_config={**model.config.to_dict(), "sigma_units": "pixels", "min_sigma": 0.0},
-                   task=resolve_config({"mode": "soft", "soft_arch": "draw"}).task(), model_state=model.state_dict())
+                   task=resolve_config({"mode": "soft", "arch": "draw"}).task(), model_state=model.state_dict())
     save_checkpoint(tmp_path / "old.pt", payload)
     load_model(tmp_path / "old.pt")
     save_checkpoint(tmp_path / "stride.pt", {**payload, "model_config": {**payload["model_config"],

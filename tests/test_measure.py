@@ -8,7 +8,7 @@ import torch
 
 from glimpse.measure import (
     attention_parameters, flop_breakdown, flops_per_image, gradient_statistics, pixels_read,
-    ram_attention_gradient, ram_gradient_fn, soft_gradient_fn,
+    reinforce_attention_gradient, reinforce_gradient_fn, soft_gradient_fn,
 )
 from glimpse.models import build_model
 from glimpse.models.ram.location import LocationPolicy
@@ -136,24 +136,24 @@ def test_ram_and_draw_attention_gradient_variance_can_be_measured(bundled):
                        data_dir="bundled")
     head = ram.location_policy.mean
     head.weight.requires_grad_(False)  # a frozen flag must come back as it was
-    stats = gradient_statistics(ram_gradient_fn(ram, env), 5)
+    stats = gradient_statistics(reinforce_gradient_fn("ram", ram, env), 5)
     assert stats.mean.shape == (head.weight.numel() + head.bias.numel(),)
     assert math.isfinite(stats.total_variance) and stats.total_variance > 0
     assert not head.weight.requires_grad and head.bias.requires_grad
     assert all(p.grad is None for p in ram.parameters())
     # the same seed is the same minibatch and the same noise
-    torch.testing.assert_close(ram_attention_gradient(ram, env, 3), ram_attention_gradient(ram, env, 3))
+    torch.testing.assert_close(reinforce_attention_gradient("ram", ram, env, 3), reinforce_attention_gradient("ram", ram, env, 3))
 
     # K sampled trajectories of each of 8 images, leave-one-out baseline: the same parameters,
     # seeded, and another estimate than the learned baseline's on the same number of episodes
-    loo = ram_attention_gradient(ram, env, 3, samples=2)
+    loo = reinforce_attention_gradient("ram", ram, env, 3, samples=2)
     engine = env.unwrapped.engine
     assert torch.equal(engine.canvases[0::2], engine.canvases[1::2])  # each image played twice on one canvas
     assert loo.shape == stats.mean.shape and torch.isfinite(loo).all()
-    torch.testing.assert_close(loo, ram_attention_gradient(ram, env, 3, samples=2))
-    assert not torch.equal(loo, ram_attention_gradient(ram, env, 3))
+    torch.testing.assert_close(loo, reinforce_attention_gradient("ram", ram, env, 3, samples=2))
+    assert not torch.equal(loo, reinforce_attention_gradient("ram", ram, env, 3))
     with pytest.raises(ValueError, match="cannot hold 3 samples"):
-        ram_attention_gradient(ram, env, 3, samples=3)
+        reinforce_attention_gradient("ram", ram, env, 3, samples=3)
 
     draw = build_model("draw", {})
     draw_stats = gradient_statistics(soft_gradient_fn(draw, "draw", CLUTTERED60, bundled.train, 16), 5)

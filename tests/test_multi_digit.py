@@ -95,7 +95,7 @@ def test_sat_reads_one_digit_per_block_of_steps_and_knows_where_cells_are():
 
 def test_preset_and_the_errors_of_n_digits():
     config = resolve_config({"mode": "soft", "preset": "multi100"})
-    assert (config.soft_arch, config.canvas_size, config.n_clutter, config.n_digits, config.n_glimpses) == \
+    assert (config.arch, config.canvas_size, config.n_clutter, config.n_digits, config.n_glimpses) == \
         ("sat", 100, 8, 2, 4)
     hard = resolve_config({"mode": "hard", "preset": "multi100"})
     assert (hard.n_digits, hard.n_glimpses, hard.n_scales) == (2, 8, 4)  # RAM's 100x100 sensor, 8 per digit
@@ -112,7 +112,7 @@ def test_preset_and_the_errors_of_n_digits():
 
 def test_train_py_exits_2_for_n_digits_with_a_single_digit_model(capsys):
     assert train.main(["--mode", "soft", "--soft-arch", "draw", "--n-digits", "2", "--data-dir", "bundled"]) == 2
-    assert "draw classifies one digit per canvas; the families that read several are ram, sat" in capsys.readouterr().err
+    assert "draw classifies one digit per canvas; the families that read several are ram, dram, sat" in capsys.readouterr().err
 
 
 def test_ram_reads_one_digit_per_block_and_is_rewarded_for_the_whole_sequence(bundled):
@@ -120,7 +120,7 @@ def test_ram_reads_one_digit_per_block_and_is_rewarded_for_the_whole_sequence(bu
 
     from glimpse.losses import hybrid_loss
     from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
-    from glimpse.models.ram.rollout import run_episodes
+    from glimpse.models.episodes import run_episodes
 
     torch.manual_seed(0)
     model = RecurrentAttentionModel(RAMConfig(glimpse_size=12, n_scales=3, n_glimpses=3, hidden_size=32))

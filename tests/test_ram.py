@@ -9,7 +9,7 @@ import torch
 from glimpse.losses import hybrid_loss
 from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
 from glimpse.models.ram.location import LocationPolicy
-from glimpse.models.ram.rollout import run_episodes
+from glimpse.models.episodes import run_episodes
 
 B = 16
 

@@ -47,7 +47,7 @@ def test_the_shared_first_read_equals_reading_every_trajectory(core):
     """K trajectories of a canvas share its first glimpse: reading it once (``samples=K``) must
     give what reading it K times gives, forward and backward, under the same location noise."""
     from glimpse.models.ram import RAMConfig, RecurrentAttentionModel
-    from glimpse.models.ram.rollout import episode_env, run_episodes
+    from glimpse.models.episodes import episode_env, run_episodes
 
     torch.manual_seed(0)
     model = RecurrentAttentionModel(RAMConfig(core=core, reinforce_into_core=0.1))

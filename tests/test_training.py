@@ -388,7 +388,7 @@ def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_
         assert 0 <= low <= float(error) <= high <= 100
         cells.append(float(error))
     assert cells[0] == pytest.approx(deterministic, abs=0.006) and row[4] == "<= 2.5"
-    assert row[-1].startswith("`python train.py --mode hard --preset cluttered60") and "--max-steps" not in row[-1]
+    assert row[-1].startswith("`python train.py --mode hard --arch ram --preset cluttered60") and "--max-steps" not in row[-1]
 
 
 def test_checkpoint_table_writes_todays_options_for_runs_saved_under_old_names():
@@ -397,7 +397,7 @@ def test_checkpoint_table_writes_todays_options_for_runs_saved_under_old_names()
     table = load_checkpoint_table()
     saved = TrainConfig(preset="cluttered60").to_dict()
     del saved["reinforce_into_core"]  # runs before the option recorded detach_policy_input
-    assert table.command({**saved, "detach_policy_input": True}) == "python train.py --mode hard --preset cluttered60"
+    assert table.command({**saved, "detach_policy_input": True}) == "python train.py --mode hard --arch ram --preset cluttered60"
     assert table.command({**saved, "detach_policy_input": False}).endswith("--preset cluttered60 --reinforce-into-core 1.0")
 
 
@@ -407,7 +407,7 @@ def test_checkpoint_table_leaves_out_where_a_run_ran():
 
     table = load_checkpoint_table()
     resumed = TrainConfig(preset="cluttered60", device="cpu", threads=8).to_dict()
-    assert table.command(resumed) == "python train.py --mode hard --preset cluttered60"
+    assert table.command(resumed) == "python train.py --mode hard --arch ram --preset cluttered60"
 
 
 def test_checkpoint_table_only_rescores_the_named_rows(hard_checkpoint, tmp_path, monkeypatch, capsys):

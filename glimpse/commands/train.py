@@ -1,8 +1,10 @@
-"""Train hard (RAM, REINFORCE) or soft (DRAW, Show-Attend-Tell; backprop) visual attention.
+"""Train hard (RAM, DRAM; REINFORCE) or soft (DRAW, Show-Attend-Tell, Spatial Transformer; backprop)
+visual attention, or a full-image baseline.
 
-    python train.py                                   # short hard-attention run, 60x60 cluttered
-    python train.py --mode soft --soft-arch draw --preset cluttered100 --epochs 50
-    python train.py --mode full --full-arch cnn       # the paper's full-image conv-net baseline
+    python train.py                                   # short hard-attention run (RAM), 60x60 cluttered
+    python train.py --mode hard --arch dram --preset multi100 --context-size 50
+    python train.py --mode soft --arch draw --preset cluttered100 --epochs 50
+    python train.py --mode full --arch cnn            # the paper's full-image conv-net baseline
     python train.py --resume runs/ram-cluttered60-seed0-...   # continue an interrupted run
     torchrun --nproc_per_node=4 train.py --batch-size 128      # 4 processes, 32 images each
 

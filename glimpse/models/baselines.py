@@ -98,6 +98,7 @@ class FCFamily(FullImageFamily):
 class ConvFamily(FullImageFamily):
     name = "cnn"
     title = "full-image CNN"
+    default_for_mode = True
     Config = ConvConfig
     Model = ConvNet
     paper_error = "8.09"

@@ -8,9 +8,10 @@ No training logic here: the trainer applies the loss to ``logits``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from glimpse.models.filterbank import attention_params, filterbank_matrices, read
@@ -99,6 +100,36 @@ class DRAWClassifier(nn.Module):
         return out
 
 
+def state_gradient_norms(model: DRAWClassifier, images: torch.Tensor, labels: torch.Tensor,
+                         attention_into_core: float | None = None) -> dict[str, torch.Tensor]:
+    """images (B, 1, H, W), labels (B,) -> ``state`` (T,): the norm of dL/dh_t over the batch for
+    t = 1..T (the cross-entropy of the batch mean); ``attention`` (T, 5): the norm of dL/draw_t for
+    each raw attention parameter (g~X, g~Y, log sigma^2, log delta~, log gamma); ``parameters``
+    (): the norm of the whole parameter gradient. ``attention_into_core`` overrides the model's
+    for this measurement only; the weights and their ``.grad`` are left as they were."""
+    config = model.config
+    probe = DRAWClassifier(replace(
+        config, attention_into_core=config.attention_into_core if attention_into_core is None else attention_into_core))
+    probe.load_state_dict(model.state_dict())
+    states, raws = [], []
+
+    def keep_state(_module, _inputs, output):
+        output[0].retain_grad()
+        states.append(output[0])
+
+    def keep_raw(_module, _inputs, output):
+        output.retain_grad()
+        raws.append(output)
+
+    probe.cell.register_forward_hook(keep_state)
+    probe.attention.register_forward_hook(keep_raw)
+    F.cross_entropy(probe(images)["logits"], labels).backward()
+    grads = [p.grad.flatten() for p in probe.parameters() if p.grad is not None]
+    return {"state": torch.stack([h.grad.norm() for h in states]),
+            "attention": torch.stack([r.grad.norm(dim=0) for r in raws]),
+            "parameters": torch.cat(grads).norm()}
+
+
 @register
 class DRAWFamily(Family):
     name = "draw"
@@ -108,9 +139,12 @@ class DRAWFamily(Family):
     Model = DRAWClassifier
     options = ("n_glimpses", "hidden_size", "read_size", "draw_min_sigma_strides", "attention_into_core")
     report_epochs = 6
+    quick_recipe = {"preset": "mnist28", "epochs": 3, "batch_size": 64, "lr": 3e-3}
+    quick_floor = 0.6
     converged_epochs = 480  # the shipped draw-cluttered60 run: 0.12 points gained over its last 20 %
     attention_module_text = "the Linear layer that emits the filterbank parameters"
     report_sweep = True
+    state_loop = "attention_into_core"
 
     def model_config(self, config) -> dict:
         return DRAWConfig(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,
@@ -137,3 +171,8 @@ class DRAWFamily(Family):
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.attention
+
+    def state_gradient_norms(self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                             share: float | None = None) -> dict[str, torch.Tensor]:
+        """:func:`state_gradient_norms`: dL/dh_t per step through DRAW's state -> read -> state loop."""
+        return state_gradient_norms(model, images, labels, share)

@@ -92,6 +92,14 @@ class Family:
     Config: ClassVar[type]
     Model: ClassVar[type]
     reads_several_digits: ClassVar[bool] = False
+    # the family --mode picks when no --arch is given; the registry refuses two for one mode
+    default_for_mode: ClassVar[bool] = False
+    # capabilities the rest of the lab asks about instead of the mode: evaluation can average
+    # sampled trajectories (--samples); a glimpse path (boxes read by the retina) to draw
+    samples_trajectories: ClassVar[bool] = False
+    # the option that damps a state -> attention -> state loop whose gradient
+    # :meth:`state_gradient_norms` measures step by step (DRAW: attention_into_core); None: no such loop
+    state_loop: ClassVar[str | None] = None
     # preset name -> training options this family needs other than the preset's task (e.g. fewer steps)
     task_overrides: ClassVar[dict[str, dict]] = {}
     # training options this family reads (for the hyperparameter table: only what applies to a run)
@@ -107,6 +115,10 @@ class Family:
     # has levelled off; None keeps the short budget (the full-image baselines)
     converged_recipe: ClassVar[dict] = {}
     converged_epochs: ClassVar[int | None] = None
+    # a short run that must learn: train.py options on the bundled subset, and the test accuracy it
+    # must beat (chance is 0.1); the tests run it for every family that states one
+    quick_recipe: ClassVar[dict | None] = None
+    quick_floor: ClassVar[float] = 0.5
     # what the parameters of :meth:`attention_module` are, in words (for the report)
     attention_module_text: ClassVar[str | None] = None
     # optional modules (attribute names) a model may have that a checkpoint it starts from
@@ -153,6 +165,11 @@ class Family:
         family evaluates deterministically."""
         return None
 
+    def evaluation_text(self, task: dict, samples: int, seed: int) -> str:
+        """How an evaluation chose what to look at, in words for the results (``samples``: the
+        sampled trajectories averaged, where the family :attr:`samples_trajectories`)."""
+        return "deterministic"
+
     # ------------------------------------------------------------------ training
     def training_terms(self, look: Look, config) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         """Loss terms beyond cross-entropy (None: none) and detached metrics, for backprop training."""
@@ -170,9 +187,21 @@ class Family:
         """The module whose parameters decide where the model looks (None: no attention)."""
         return None
 
+    def state_gradient_norms(self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                             share: float | None = None) -> dict[str, torch.Tensor]:
+        """For a family with a :attr:`state_loop`: per step t, the norm of dL/dh_t (``state`` (T,)),
+        of dL/d(the raw attention parameters) (``attention`` (T, P)) and of the whole parameter
+        gradient (``parameters``), with ``share`` of the attention gradient let into the state."""
+        raise NotImplementedError(f"{self.name} has no state -> attention -> state loop to measure")
+
     @property
     def has_attention(self) -> bool:
         return self.mode != "full"
+
+    @property
+    def learns_by_reinforce(self) -> bool:
+        """Whether it learns where to look by REINFORCE through the env (its mode is "hard")."""
+        return self.mode == "hard"
 
     def __repr__(self) -> str:
         return f"<family {self.name}: {self.title}>"
@@ -194,12 +223,17 @@ _REGISTRY: dict[str, Family] = {}
 
 
 def register(family_class: type[Family]) -> type[Family]:
-    """Class decorator: register one instance of a :class:`Family` subclass under its ``name``."""
+    """Class decorator: register one instance of a :class:`Family` subclass under its ``name``.
+    Refuses an unknown mode, a second family of the same name and a second default of a mode."""
     family = family_class()
     if family.mode not in MODES:
         raise ValueError(f"{family_class.__name__}.mode must be one of {MODES}, got {family.mode!r}")
     if family.name in _REGISTRY and type(_REGISTRY[family.name]) is not family_class:
         raise ValueError(f"two families are called {family.name!r}")
+    rivals = [f.name for f in _REGISTRY.values()
+              if f.default_for_mode and f.mode == family.mode and f.name != family.name]
+    if family.default_for_mode and rivals:
+        raise ValueError(f"{family.name} and {rivals[0]} both declare themselves the default of --mode {family.mode}")
     _REGISTRY[family.name] = family
     return family_class
 
@@ -210,6 +244,14 @@ def get_family(name: str) -> Family:
     return _REGISTRY[name]
 
 
+def default_family(mode: str) -> Family:
+    """The family ``--mode mode`` trains when no ``--arch`` is given (declared by the family)."""
+    for family in _REGISTRY.values():
+        if family.mode == mode and family.default_for_mode:
+            return family
+    raise ValueError(f"no registered family is the default of --mode {mode!r}")
+
+
 def list_families(mode: str | None = None) -> list[Family]:
     """Registered families in registration order, optionally only those of one ``mode``."""
     return [f for f in _REGISTRY.values() if mode is None or f.mode == mode]
@@ -218,3 +260,16 @@ def list_families(mode: str | None = None) -> list[Family]:
 def build_model(kind: str, model_config: dict) -> nn.Module:
     """Rebuild a model from what a checkpoint stores: its ``kind`` and ``model_config``."""
     return get_family(kind).build(model_config)
+
+
+def families_table() -> str:
+    """The registered families as a markdown table (docs/training.md holds it between
+    ``<!-- families:start -->`` and ``<!-- families:end -->``; scripts/docs_tables.py writes it)."""
+    lines = ["| `--mode` | `--arch` | family | reads several digits | options it reads |", "|---|---|---|---|---|"]
+    for mode in MODES:
+        for family in list_families(mode):
+            arch = f"`{family.name}`" + (" (default)" if family.default_for_mode else "")
+            options = ", ".join(f"`--{name.replace('_', '-')}`" for name in family.options) or "-"
+            lines.append(f"| `{mode}` | {arch} | {family.title} | {'yes' if family.reads_several_digits else 'no'} "
+                         f"| {options} |")
+    return "\n".join(lines)

@@ -103,6 +103,7 @@ class SATFamily(Family):
     name = "sat"
     title = "Show-Attend-Tell (soft)"
     mode = "soft"
+    default_for_mode = True
     Config = SATConfig
     Model = SATClassifier
     reads_several_digits = True
@@ -111,6 +112,7 @@ class SATFamily(Family):
                       "multi100": dict(n_glimpses=4)}
     options = ("n_glimpses", "hidden_size", "attention_weight")
     report_epochs = 3
+    quick_recipe = {"preset": "mnist28", "epochs": 2, "batch_size": 64, "lr": 3e-3}
     converged_epochs = 40  # the shipped run's 24 epochs still gained 0.32 points over their last 20 %
     attention_module_text = "the additive attention MLP"
 

@@ -167,7 +167,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
             progress(f"[report]   {group.experiment.label}: {settings.grad_batches} minibatches")
             gradients[group.experiment.name] = attention_gradient_spread(
                 group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
-            if family.mode == "hard":  # REINFORCE's baselines compared at the run's trained weights
+            if family.learns_by_reinforce:  # REINFORCE's baselines compared at the run's trained weights
                 estimators[group.experiment.name] = [
                     estimator_variance(group, samples, settings.grad_batches, settings.grad_batch_size,
                                        settings.data_dir) for samples in REINFORCE_SAMPLES]

@@ -13,7 +13,7 @@ from envs import ClutteredMNISTVectorEnv
 
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import FRESH_SEED, evaluate_checkpoint
-from glimpse.measure import (baseline_name, flops_per_image, pixels_read, ram_gradient_fn,
+from glimpse.measure import (baseline_name, flops_per_image, pixels_read, reinforce_gradient_fn,
                              reinforce_estimator_noise, soft_gradient_fn)
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
@@ -184,10 +184,10 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     kind, task = run["kind"], run["task"]
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
     model = build_model(kind, run["model_config"]).eval()
-    if get_family(kind).mode == "hard":
+    if get_family(kind).learns_by_reinforce:
         samples = run["train_config"].get("reinforce_samples", 1)
         env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-        grad_fn = ram_gradient_fn(model, env, seed, samples)
+        grad_fn = reinforce_gradient_fn(kind, model, env, seed, samples)
         estimator = f"REINFORCE + {baseline_name(samples)}"
     else:
         grad_fn = soft_gradient_fn(model, kind, task, data.train, batch_size, seed)
@@ -209,5 +209,6 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
 def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_size: int, data_dir: str | None,
                        seed: int = 20_000) -> dict:
     """:func:`glimpse.measure.reinforce_estimator_noise` at the seed-0 run's trained weights."""
-    return reinforce_estimator_noise(seed_runs.model(0), seed_runs.runs[0]["task"], samples, n_batches, batch_size,
+    run = seed_runs.runs[0]
+    return reinforce_estimator_noise(run["kind"], seed_runs.model(0), run["task"], samples, n_batches, batch_size,
                                      data_dir, seed)

@@ -13,12 +13,11 @@ import re
 from dataclasses import InitVar, asdict, dataclass, field, fields
 
 from envs.task import TASKS, GlimpseTask
-from glimpse.models import get_family, list_families
+from glimpse.models import default_family, get_family, list_families
 from glimpse.models.registry import MODES, Family, drop_removed
 
-SOFT_ARCHS = tuple(f.name for f in list_families("soft"))
-FULL_ARCHS = tuple(f.name for f in list_families("full"))
-HARD_FAMILY = list_families("hard")[0].name  # --mode hard trains the one hard-attention family
+# the architecture flags --arch replaced, each for its own mode; still accepted, and read from old checkpoints
+ARCH_ALIASES = {"soft_arch": "soft", "full_arch": "full"}
 PRESETS = TASKS
 MAX_BATCH = 60_000  # MNIST's training digits: no batch can be larger (the loaded split is checked too)
 MAX_THREADS = 1024
@@ -36,13 +35,16 @@ def _opt(default, help: str, choices=None):
 
 @dataclass
 class TrainConfig:
-    mode: str = _opt("hard", "hard: RAM trained with REINFORCE through the env; soft: a soft-attention model "
-                     "(--soft-arch) trained by backpropagation; full: a baseline that reads the whole image "
-                     "(--full-arch, no attention)", MODES)
-    soft_arch: str = _opt("sat", "soft-attention family (mode soft): " + ", ".join(
-        f"{f.name} ({f.title.split(' (')[0]})" for f in list_families("soft")), SOFT_ARCHS)
-    full_arch: str = _opt("cnn", "full-image baseline (mode full): " + ", ".join(
-        f"{f.name} ({f.title.split(' (')[0]})" for f in list_families("full")), FULL_ARCHS)
+    mode: str = _opt("hard", "how the model learns: hard, hard attention trained with REINFORCE through the env; "
+                     "soft, soft attention trained by backpropagation; full, a baseline that reads the whole image "
+                     "(no attention); --arch picks the family", MODES)
+    arch: str | None = _opt(None, "the family within --mode: " + "; ".join(
+        f"{mode}: " + ", ".join(f"{f.name} ({f.title.split(' (')[0]}{', default' if f.default_for_mode else ''})"
+                                for f in list_families(mode)) for mode in MODES) + " (default: the mode's default)")
+    soft_arch: str | None = _opt(None, "replaced by --arch (--mode soft --soft-arch X is --mode soft --arch X; "
+                                 "still accepted) (default: not given)")
+    full_arch: str | None = _opt(None, "replaced by --arch (--mode full --full-arch X is --mode full --arch X; "
+                                 "still accepted) (default: not given)")
     preset: str = _opt("cluttered60", "task and model sizes of a paper setting; any option below overrides "
                        "it", None)
     # the task (canvas recipe and sensor)
@@ -135,6 +137,7 @@ class TrainConfig:
             choices = f.metadata.get("choices")
             if choices and getattr(self, f.name) not in choices:
                 raise ValueError(f"--{f.name.replace('_', '-')} must be one of {choices}, got {getattr(self, f.name)!r}")
+        self._resolve_arch()
         self._check_numbers()
         self._check_run_name()
         if self.preset not in PRESETS:
@@ -156,6 +159,23 @@ class TrainConfig:
         except ValueError as exc:
             flags = ", ".join(f"--{name.replace('_', '-')}" for name in family.options)
             raise ValueError(f"{family.name} options ({flags}): {exc}") from exc
+
+    def _resolve_arch(self) -> None:
+        """--arch, from the replaced --soft-arch/--full-arch of the run's own mode (the other
+        mode's are ignored: old checkpoints store both at their defaults) or the mode's default
+        family; afterwards ``arch`` names the family and the aliases are None."""
+        alias = next((name for name, mode in ARCH_ALIASES.items() if mode == self.mode), None)
+        named = getattr(self, alias) if alias else None
+        if named is not None and self.arch is not None and named != self.arch:
+            raise ValueError(f"--arch {self.arch} and --{alias.replace('_', '-')} {named} disagree "
+                             f"(--{alias.replace('_', '-')} is the old spelling of --arch)")
+        arch = self.arch or named or default_family(self.mode).name
+        names = [f.name for f in list_families(self.mode)]
+        if arch not in names:
+            owner = next((f for f in list_families() if f.name == arch), None)
+            why = f"{arch} is a family of --mode {owner.mode}" if owner else f"there is no family {arch!r}"
+            raise ValueError(f"--arch must be one of {names} with --mode {self.mode}: {why}")
+        self.arch, self.soft_arch, self.full_arch = arch, None, None
 
     def _check_numbers(self) -> None:
         """Ranges and finiteness of every numeric option, before anything is loaded or created."""
@@ -228,10 +248,8 @@ class TrainConfig:
         options of its own family (a DRAW run has no --core)."""
         family_options = {name for f in list_families() for name in f.options}
         mine = set(self.family.options)
-        arch = {"soft": "soft_arch", "full": "full_arch"}.get(self.mode)
-        values = self.to_dict()
-        return {k: v for k, v in values.items()
-                if (k not in family_options or k in mine) and (k not in ("soft_arch", "full_arch") or k == arch)}
+        return {k: v for k, v in self.to_dict().items()
+                if (k not in family_options or k in mine) and k not in ARCH_ALIASES}
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
@@ -240,7 +258,7 @@ class TrainConfig:
 
     @property
     def model_kind(self) -> str:
-        return {"hard": HARD_FAMILY, "soft": self.soft_arch, "full": self.full_arch}[self.mode]
+        return self.arch
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -250,16 +268,15 @@ TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_sca
 
 
 def family_options(family: Family) -> dict:
-    """The training options that select ``family``: its mode, and for soft and full-image families
-    the architecture flag (``--mode soft --soft-arch stn``)."""
-    arch = {"soft": "soft_arch", "full": "full_arch"}.get(family.mode)
-    return {"mode": family.mode, **({arch: family.name} if arch else {})}
+    """The training options that select ``family``: its mode and ``--arch`` (``--mode soft --arch stn``)."""
+    return {"mode": family.mode, "arch": family.name}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description="Train hard (RAM) or soft (DRAW, Show-Attend-Tell) visual attention on cluttered MNIST, "
-                    "or a full-image baseline (FC, conv net).",
+        description="Train hard (" + ", ".join(f.name for f in list_families("hard")) + ") or soft ("
+                    + ", ".join(f.name for f in list_families("soft")) + ") visual attention on cluttered MNIST, "
+                    "or a full-image baseline (" + ", ".join(f.name for f in list_families("full")) + ").",
     )
     for f in fields(TrainConfig):
         flag = f"--{f.name.replace('_', '-')}"
@@ -285,7 +302,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     chosen model does not have (``--reinforce-samples`` for DRAW) is refused, not silently dropped."""
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
     config = resolve_config(given)
-    stray = [name for name in given if name not in config.applicable()]
+    # the old spelling of --arch is welcome for its own mode
+    stray = [name for name in given if name not in config.applicable() and ARCH_ALIASES.get(name) != config.mode]
     if stray:
         raise ValueError(f"{config.family.name} ({config.family.title}) does not use "
                          + "; ".join(_owner(name) for name in stray))
@@ -295,13 +313,13 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def _owner(name: str) -> str:
     """'--flag (what has it)': an option of other families, or the architecture flag of another mode."""
     flag = "--" + name.replace("_", "-")
-    if name in ("soft_arch", "full_arch"):
-        return f"{flag} (it picks the model of --mode {name.split('_')[0]})"
+    if name in ARCH_ALIASES:
+        return f"{flag} (the old spelling of --arch for --mode {ARCH_ALIASES[name]})"
     return f"{flag} (an option of {', '.join(f.name for f in list_families() if name in f.options)})"
 
 
 def resolve_config(overrides: dict) -> TrainConfig:
-    base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "soft_arch", "full_arch", "preset")})
+    base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "arch", *ARCH_ALIASES, "preset")})
     values = dict(PRESETS[base.preset])
     values.update(base.family.task_overrides.get(base.preset, {}))
     values.update(overrides)

@@ -1,5 +1,5 @@
-"""Hard attention: a family of ``mode = "hard"`` (RAM) plays episodes through the vector env and
-learns with the hybrid REINFORCE loss (glimpse/losses.py)."""
+"""Hard attention: a family of ``mode = "hard"`` (RAM, DRAM) plays episodes through the vector env
+(``HardFamily.episodes``) and learns with the hybrid REINFORCE loss (glimpse/losses.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from envs.data import MNISTSplits
 from envs.engine import first_locations
 from glimpse.losses import digit_returns, hybrid_loss
 from glimpse.inference import read_right
-from glimpse.models.ram.rollout import episode_env, run_episodes
+from glimpse.models.episodes import episode_env
 from glimpse.training.config import TrainConfig
 from glimpse.training.learner import LearnerSetup, cosine, training_canvases
 
@@ -30,7 +30,7 @@ class HardAttentionLearner(LearnerSetup):
             return {}
         start, end = self.config.location_std, self.config.location_std_final
         std = end + (start - end) * cosine(progress)
-        self.model.location_policy.fixed_std = std
+        self.family.set_policy_std(self.model, std)
         return {"train/location_std": std}
 
     def loss(self, indices: np.ndarray, step_seed: int):
@@ -56,7 +56,7 @@ class HardAttentionLearner(LearnerSetup):
         def per_trajectory(rows: torch.Tensor) -> torch.Tensor:
             return rows[lo:hi].repeat_interleave(k, dim=0)
 
-        rollout = run_episodes(self.model, self.env, sample=True, noise=noise, forward=self.forward, samples=k,
+        rollout = self.family.episodes(self.model, self.env, sample=True, noise=noise, forward=self.forward, samples=k,
                                options={"images": per_trajectory(batch.images), "labels": per_trajectory(batch.labels),
                                         "first_location": per_trajectory(first)})
         predictions = rollout.logits.argmax(-1)

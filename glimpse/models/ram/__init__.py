@@ -1,5 +1,5 @@
-"""Recurrent Attention Model: glimpse network, core, location policy, baseline, classifier; its
-episodes through the environment (rollout.py) and its entry in the registry (family.py)."""
+"""Recurrent Attention Model: glimpse network, core, location policy, baseline, classifier, and
+its entry in the registry (family.py); its episodes are glimpse/models/episodes.py's."""
 from glimpse.models.ram.family import RAMFamily
 from glimpse.models.ram.model import RAMConfig, RAMStep, RecurrentAttentionModel
 

@@ -1,21 +1,34 @@
-"""A RAM episode through the (vector) environment: the agent acts with ``step``, the env
-returns glimpses, the reward and, at the end, the label.
+"""A hard-attention episode through the (vector) environment, shared by every hard family: the
+agent acts with ``step``, the env returns glimpses, the reward and, at the end, the label.
+
+A hard family's model is a *per-step function* (the protocol below); this module plays it. The
+families say which of these they use (``HardFamily.episodes``), and the rest of the lab (the
+REINFORCE learner, evaluation, measurements) calls the family, never this module by name.
+
+The step protocol (RAM, glimpse/models/ram/; DRAM, glimpse/models/dram/):
+
+- ``model.initial_state()`` -> the state before the first glimpse (``()``, rest, for both);
+- ``model(glimpse (B, k, g, g), location (B, 2), state[, context=(B, s, s)])`` -> a step with
+  ``logits`` (B, C), the location policy's ``mean`` and ``std`` (B, 2), ``baseline`` (B,) and
+  the next ``state`` (a tuple of tensors, or of such tuples); ``context`` only on the first step
+  of a model whose ``config.context_size`` > 0;
+- ``model.config.policy``: "learned", or "random" for the random-glimpse baseline.
 
 With K digits per canvas the episode is K blocks of the task's ``n_glimpses`` glimpses, and
-the classifier's output at the end of block k is the k-th digit (the core state runs on across
-blocks): RAM reads the digits as a sequence, like the deep recurrent attention model of Ba et
-al. 2015, with the reward, as the env gives it, 1 only when every digit is right."""
+the classifier's output at the end of block k is the k-th digit (the state runs on across
+blocks): the model reads the digits as a sequence, like the deep recurrent attention model of Ba
+et al. 2015, with the reward, as the env gives it, 1 only when every digit is right."""
 from __future__ import annotations
 
 import math
 from typing import Callable, NamedTuple
 
 import torch
+from torch import nn
 
 from envs import ClutteredMNISTVectorEnv
 from envs.engine import as_tensor
 from glimpse.models.ram.location import LocationPolicy
-from glimpse.models.ram.model import RecurrentAttentionModel
 
 
 class Rollout(NamedTuple):
@@ -33,7 +46,7 @@ class Rollout(NamedTuple):
     glimpses: torch.Tensor | None
 
 
-def run_episodes(model: RecurrentAttentionModel, env, *, sample: bool, generator: torch.Generator | None = None,
+def run_episodes(model: nn.Module, env, *, sample: bool, generator: torch.Generator | None = None,
                  seed: int | None = None, options: dict | None = None, record_glimpses: bool = False,
                  noise: Callable[[torch.Tensor], torch.Tensor] | None = None, forward=None,
                  samples: int = 1) -> Rollout:
@@ -149,10 +162,10 @@ def episode_env(task: dict, num_envs: int, device: torch.device | str = "cpu",
     return ClutteredMNISTVectorEnv(num_envs, device=device, validate=validate, **task)
 
 
-def ram_episodes(model: RecurrentAttentionModel, task: dict, images, labels=None, *,
+def play_canvases(model: nn.Module, task: dict, images, labels=None, *,
                  sample: bool = False, generator: torch.Generator | None = None, record_glimpses: bool = False,
                  first_locations=None, location_noise: torch.Tensor | None = None) -> Rollout:
-    """One RAM episode per canvas of (N, H, W) uint8 ``images`` (array or tensor), through the env
+    """One episode per canvas of (N, H, W) uint8 ``images`` (array or tensor), through the env
     on the model's device (``labels`` only matter for the reward).
 
     ``first_locations`` (N, 2) overrides where the first glimpses fall; by default the task's

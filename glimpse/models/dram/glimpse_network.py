@@ -1,0 +1,24 @@
+"""DRAM's glimpse network (Ba et al. 2015): "what" and "where" combined by an element-wise product."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from glimpse.models.ram.glimpse_network import ConvWhat
+
+
+class ProductGlimpseNetwork(nn.Module):
+    """g_n = ReLU(Linear(conv(glimpse))) * ReLU(Linear(location)): the "what" features gated by
+    where they were seen, as in the paper (RAM adds the two pathways instead).
+
+    Input ``glimpse`` (B, k, g, g) (g divisible by 4: :class:`ConvWhat` pools twice) and
+    ``location`` (B, 2); output (B, output_size).
+    """
+
+    def __init__(self, n_scales: int, glimpse_size: int, output_size: int):
+        super().__init__()
+        self.what = ConvWhat(n_scales, glimpse_size, output_size)
+        self.where = nn.Linear(2, output_size)
+
+    def forward(self, glimpse: torch.Tensor, location: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.what(glimpse)) * torch.relu(self.where(location))

@@ -1,0 +1,117 @@
+"""What every hard-attention family shares: it reads a canvas by playing an episode through the
+vector env with a retina, learns where to look by REINFORCE, and may be evaluated at random.
+
+A hard family subclasses :class:`HardFamily` and says what differs. The REINFORCE learner
+(glimpse/training/hard.py), evaluation and the measurements call these methods and never import
+a family's module:
+
+- :meth:`HardFamily.episodes`: a batch of episodes through a vector env (a :class:`Rollout`:
+  logits, reward, labels, log-probabilities, baselines, locations, glimpses);
+- :meth:`HardFamily.play`: one episode per given canvas (evaluation, pictures, costs);
+- :meth:`HardFamily.evaluation_draws`: the randomness of a (sampled) evaluation, drawn once per set;
+- :meth:`HardFamily.set_policy_std`: the schedule's hook on the location policy's std;
+- :meth:`Family.attention_module`: the parameters REINFORCE's gradient-variance study measures.
+
+By default a hard family's model follows the step protocol of :mod:`glimpse.models.episodes`
+and has a ``location_policy`` (:class:`glimpse.models.ram.location.LocationPolicy`).
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from envs.task import GlimpseTask
+from glimpse.models.episodes import Rollout, play_canvases, run_episodes
+from glimpse.models.registry import Attention, Family, Look
+
+__all__ = ["HardFamily", "Rollout"]
+
+
+class HardFamily(Family):
+    """Base class of the families that learn by REINFORCE through the environment."""
+
+    mode: ClassVar[str] = "hard"
+    samples_trajectories = True
+    reads_several_digits = True
+    attention_module_text = "the location policy's mean head"
+
+    # ------------------------------------------------------------------ episodes
+    def episodes(self, model: nn.Module, env, *, sample: bool, generator: torch.Generator | None = None,
+                 seed: int | None = None, options: dict | None = None, record_glimpses: bool = False,
+                 noise=None, forward=None, samples: int = 1) -> Rollout:
+        """One episode in each of ``env``'s slots (:func:`glimpse.models.episodes.run_episodes`
+        documents every argument); the REINFORCE learner and the measurements call this."""
+        return run_episodes(model, env, sample=sample, generator=generator, seed=seed, options=options,
+                            record_glimpses=record_glimpses, noise=noise, forward=forward, samples=samples)
+
+    def play(self, model: nn.Module, task: dict, images, labels=None, *, sample: bool = False,
+             generator: torch.Generator | None = None, record_glimpses: bool = False, first_locations=None,
+             location_noise: torch.Tensor | None = None) -> Rollout:
+        """One episode per canvas of (N, H, W) uint8 ``images`` on the model's device
+        (:func:`glimpse.models.episodes.play_canvases`)."""
+        return play_canvases(model, task, images, labels, sample=sample, generator=generator,
+                             record_glimpses=record_glimpses, first_locations=first_locations,
+                             location_noise=location_noise)
+
+    def run(self, model: nn.Module, images: np.ndarray, task: dict, *, draws: dict | None = None,
+            sample: bool = False, record: bool = False) -> Look:
+        draws = draws or {}
+        rollout = self.play(model, task, images, sample=sample, record_glimpses=record,
+                            first_locations=draws.get("first_locations"), location_noise=draws.get("noise"))
+        widths = torch.tensor([task["glimpse_size"] * 2**s for s in range(task["n_scales"])], dtype=torch.float32)
+        boxes = widths.expand(*rollout.locations.shape[:2], -1)
+        attention = Attention(rollout.locations, boxes, glimpses=rollout.glimpses, box_rule="retina")
+        return Look(rollout.logits, attention, rollout)
+
+    def evaluation_draws(self, model: nn.Module, task: dict, n: int, seed: int, sample: bool) -> dict | None:
+        """Where random first glimpses fall ((n, 2), if the task's first location is random) and the
+        standard normal noise of every sampled location ((n, T-1, 2), when sampling or for a
+        random-glimpse policy), all from ``seed``."""
+        draws = {}
+        if task.get("first_location", "centre") == "random":
+            draws["first_locations"] = np.random.default_rng(seed).uniform(-1.0, 1.0, size=(n, 2)).astype(np.float32)
+        if sample or getattr(model.config, "policy", "learned") == "random":
+            steps = GlimpseTask(**task).episode_length
+            draws["noise"] = torch.randn((n, steps - 1, 2), generator=torch.Generator().manual_seed(seed))
+        return draws or None
+
+    def evaluation_text(self, task: dict, samples: int, seed: int) -> str:
+        """How an evaluation of ``samples`` trajectories (0: the policy mean) chose its locations."""
+        if samples:
+            text = f"averaged over {samples} sampled trajectories (seed {seed})"
+        else:
+            text = "deterministic (policy mean)"
+        if task.get("first_location") == "random":
+            seeds = f"seeds {seed}..{seed + samples - 1}, one per trajectory" if samples > 1 else f"seed {seed}"
+            text += f", first glimpses at random ({seeds})"
+        return text
+
+    # ------------------------------------------------------------------ training
+    def set_policy_std(self, model: nn.Module, std: float) -> None:
+        """Set the fixed std of the location policy (the trainer anneals it: --location-std-final)."""
+        model.location_policy.fixed_std = std
+
+    # ------------------------------------------------------------------ costs
+    def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
+        """T * k * g * g glimpse values; canvas pixels under the widest box of each glimpse
+        (``g * 2**(k-1)`` wide, an upper bound at the edges: the finer scales lie inside it), times
+        T = glimpses per digit x digits. g, k, T come from the task, which defines the episodes. A
+        context view of side s adds s * s values and the whole canvas."""
+        config = self.config(model_config)
+        g, k = int(task["glimpse_size"]), int(task["n_scales"])
+        for name, value in (("glimpse_size", g), ("n_scales", k), ("n_glimpses", int(task["n_glimpses"]))):
+            if getattr(config, name) != value:
+                raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={value}")
+        size = int(task["canvas_size"])
+        t = GlimpseTask(**task).episode_length
+        widest = min(g * 2 ** (k - 1), size)
+        context = config.context_size  # a context view averages every pixel of the canvas once
+        return {"sensor_values": t * k * g * g + context * context,
+                "canvas_pixels_touched": t * widest * widest + (size * size if context else 0),
+                "input_pixels": size * size}
+
+    def attention_module(self, model: nn.Module) -> nn.Module:
+        return model.location_policy.mean
