@@ -1,6 +1,7 @@
 """The registry: every family walks through build, one training step, inference, its picture and
 its cost through the same code the lab uses, and the house keeps its floors."""
 import ast
+from dataclasses import fields
 from pathlib import Path
 
 import gymnasium
@@ -90,6 +91,26 @@ def test_registry_lists_each_family_once_and_names_the_unknown():
     assert {"ram", "dram"} <= {f.name for f in list_families("hard")}
     with pytest.raises(ValueError, match="unknown model kind 'vit'"):
         get_family("vit")
+
+
+def test_a_family_declares_its_own_options_their_ranges_and_their_help_group(monkeypatch):
+    from glimpse.models import registry
+    from glimpse.training.config import build_parser
+
+    draw = get_family("draw")
+    assert "read_size" in draw.own_options and "read_size" in {f.name for f in fields(TrainConfig)}
+    with pytest.raises(ValueError, match="--read-size must be >= 1, got 0"):
+        resolve_config({"mode": "soft", "arch": "draw", "read_size": 0})
+    with pytest.raises(ValueError, match="--reinforce-samples must be at most 64"):
+        resolve_config({"mode": "hard", "arch": "dram", "reinforce_samples": 65})
+    groups = {g.title: [a.dest for a in g._group_actions] for g in build_parser()._action_groups}
+    assert groups["draw options"] == list(draw.own_options)
+    assert "location_std" in groups["ram, dram options"] and "core" in groups["ram options"]
+    # two classes may not declare one option
+    twin = type("TwinFamily", (type(draw),), {"name": "twin", "own_options": {"read_size": draw.own_options["read_size"]}})
+    monkeypatch.setitem(registry._REGISTRY, "twin", twin())
+    with pytest.raises(ValueError, match="both declare the option 'read_size'"):
+        registry.declared_options()
 
 
 def test_the_docs_list_the_families_the_registry_has(capsys):

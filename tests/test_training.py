@@ -202,7 +202,8 @@ def test_help_states_each_default_once(capsys):
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # unwrap argparse's line breaks
     assert "(default: None)" not in text  # the parser's placeholder, not a real default
-    assert "--read-size READ_SIZE draw: side N of the N x N filterbank read (default: 12) --" in text
+    assert "draw options: --read-size READ_SIZE side N of the N x N filterbank read (default: 12) --" in text
+    assert "ram, dram options: --location-std LOCATION_STD" in text  # each family's options under it
     assert "(default: $GLIMPSE_DATA, ./data, download, bundled subset) --run-dir" in text
 
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from glimpse.models.filterbank import attention_params, filterbank_matrices, read
 from glimpse.models.gradients import scale_gradient
-from glimpse.models.registry import Attention, Family, register
+from glimpse.models.registry import Attention, Family, Option, register
 
 
 @dataclass
@@ -145,6 +145,16 @@ class DRAWFamily(Family):
     attention_module_text = "the Linear layer that emits the filterbank parameters"
     report_sweep = True
     state_loop = "attention_into_core"
+    own_options = {
+        "read_size": Option(12, "side N of the N x N filterbank read", low=1),
+        "draw_min_sigma_strides": Option(0.0, "smooth floor on the filters' sigma in strides, so it follows the zoom "
+                                         "(0: none, the paper; below 0.5): zoomed-in reads cannot point-sample the "
+                                         "image and alias", low=0),
+        "attention_into_core": Option(1.0, "share of the gradient of the attention parameters that flows back into "
+                                      "the LSTM state (1: the paper); the attention head keeps its exact gradient. "
+                                      "Below 1 it damps the loop state -> read -> state that explodes on 100x100 "
+                                      "(docs/gradients.md)", low=0, high=1),
+    }
 
     def model_config(self, config) -> dict:
         return DRAWConfig(canvas_size=config.canvas_size, read_size=config.read_size, n_glimpses=config.n_glimpses,

@@ -25,7 +25,7 @@ from torch import nn
 
 from envs.task import GlimpseTask
 from glimpse.models.episodes import Rollout, play_canvases, run_episodes
-from glimpse.models.registry import Attention, Family, Look
+from glimpse.models.registry import Attention, Family, Look, Option
 
 __all__ = ["HardFamily", "Rollout"]
 
@@ -37,6 +37,26 @@ class HardFamily(Family):
     samples_trajectories = True
     reads_several_digits = True
     attention_module_text = "the location policy's mean head"
+    own_options = {
+        "location_std": Option(0.15, "std of the Gaussian location policy (fixed, or the start of its annealing)",
+                               low=0, low_open=True),
+        "location_std_final": Option(0.0, "anneal the fixed policy std from --location-std to this over the run, on "
+                                     "the learning rate's cosine: wide search early, training paths close to the "
+                                     "deterministic ones late (0: no annealing)", low=0),
+        "reinforce_into_core": Option(0.0, "share of the REINFORCE gradient that goes on from the location network "
+                                      "into the core and glimpse network (DRAM: from its upper layer into the lower "
+                                      "one): 0 stops it there, 1 is the paper; 0.1 lets the policy shape the "
+                                      "features (see docs/gradients.md)", low=0, high=1),
+        "reinforce_samples": Option(1, "sampled trajectories per image, sharing its canvas: 1 uses the learned "
+                                    "baseline; K > 1 uses the mean reward of the image's other K - 1 samples as the "
+                                    "baseline (leave-one-out, Kool et al. 2019); K times the episodes per step",
+                                    low=1, high=64),
+        "reinforce_reward": Option("sequence", "several digits: what REINFORCE credits each location with: "
+                                   "sequence, the env's reward (1 when every digit is right); digits, the share of "
+                                   "the digits it could still affect that came out right (reward-to-go, "
+                                   "glimpse/losses.py: digit_returns). The same for one digit",
+                                   ("sequence", "digits")),
+    }
 
     # ------------------------------------------------------------------ episodes
     def episodes(self, model: nn.Module, env, *, sample: bool, generator: torch.Generator | None = None,

@@ -35,6 +35,27 @@ from torch import nn
 MODES = ("hard", "soft", "full")
 
 
+@dataclass(frozen=True)
+class Option:
+    """A training option a family adds to ``train.py``: its default (whose type is the option's),
+    its ``--help`` text, and the values it may take (``choices``, or a range: at least ``low``, or
+    above it when ``low_open``, and at most ``high``)."""
+
+    default: Any
+    help: str
+    choices: tuple | None = None
+    low: float | None = None
+    low_open: bool = False
+    high: float | None = None
+
+    def check(self, flag: str, value) -> None:
+        """ValueError naming ``flag`` when ``value`` is outside the option's range."""
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            raise ValueError(f"{flag} must be {'>' if self.low_open else '>='} {self.low:g}, got {value}")
+        if self.high is not None and value > self.high:
+            raise ValueError(f"{flag} must be at most {self.high:g}, got {value}")
+
+
 @dataclass
 class Attention:
     """Where a model looked, for a batch of B canvases and T steps, in one form for every family.
@@ -104,6 +125,9 @@ class Family:
     task_overrides: ClassVar[dict[str, dict]] = {}
     # training options this family reads (for the hyperparameter table: only what applies to a run)
     options: ClassVar[tuple[str, ...]] = ()
+    # training options this family adds to train.py (name -> Option), grouped under it in --help;
+    # options several families share are declared once, on a common base class (HardFamily's)
+    own_options: ClassVar[dict[str, Option]] = {}
     # published test error % on the report's task (60x60 cluttered), if any (the papers' tables)
     paper_error: ClassVar[str | None] = None
     # epochs the comparison report trains it for at --budget 1 (what 2 CPU cores afford)
@@ -260,6 +284,25 @@ def list_families(mode: str | None = None) -> list[Family]:
 def build_model(kind: str, model_config: dict) -> nn.Module:
     """Rebuild a model from what a checkpoint stores: its ``kind`` and ``model_config``."""
     return get_family(kind).build(model_config)
+
+
+def declared_options() -> list[tuple[str, dict[str, Option]]]:
+    """The options the registered families declare (``own_options``), grouped by the class that
+    declares them, in registration order: (who reads them, e.g. "ram, dram", {name: Option}).
+    ValueError if two classes declare one name."""
+    groups: dict[type, dict[str, Option]] = {}
+    for family in _REGISTRY.values():
+        for cls in reversed(type(family).__mro__):
+            if "own_options" in cls.__dict__ and cls.__dict__["own_options"]:
+                groups.setdefault(cls, cls.__dict__["own_options"])
+    seen: dict[str, type] = {}
+    for cls, options in groups.items():
+        for name in options:
+            if name in seen:
+                raise ValueError(f"{cls.__name__} and {seen[name].__name__} both declare the option {name!r}")
+            seen[name] = cls
+    readers = lambda cls: ", ".join(f.name for f in _REGISTRY.values() if isinstance(f, cls))  # noqa: E731
+    return [(readers(cls), options) for cls, options in groups.items()]
 
 
 def families_table() -> str:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from glimpse.models.attention_decoder import AttentionDecoder
-from glimpse.models.registry import Attention, Family, register
+from glimpse.models.registry import Attention, Family, Option, register
 from glimpse.models.sat_encoder import ConvEncoder
 
 
@@ -111,6 +111,7 @@ class SATFamily(Family):
     task_overrides = {"cluttered60": dict(n_glimpses=4), "cluttered100": dict(n_glimpses=4),
                       "multi100": dict(n_glimpses=4)}
     options = ("n_glimpses", "hidden_size", "attention_weight")
+    own_options = {"attention_weight": Option(0.0, "weight of the doubly stochastic attention regulariser", low=0)}
     report_epochs = 3
     quick_recipe = {"preset": "mnist28", "epochs": 2, "batch_size": 64, "lr": 3e-3}
     converged_epochs = 40  # the shipped run's 24 epochs still gained 0.32 points over their last 20 %

@@ -10,18 +10,17 @@ import argparse
 import math
 import os
 import re
-from dataclasses import InitVar, asdict, dataclass, field, fields
+from dataclasses import InitVar, asdict, dataclass, field, fields, make_dataclass
 
 from envs.task import TASKS, GlimpseTask
 from glimpse.models import default_family, get_family, list_families
-from glimpse.models.registry import MODES, Family, drop_removed
+from glimpse.models.registry import MODES, Family, declared_options, drop_removed
 
 # the architecture flags --arch replaced, each for its own mode; still accepted, and read from old checkpoints
 ARCH_ALIASES = {"soft_arch": "soft", "full_arch": "full"}
 PRESETS = TASKS
 MAX_BATCH = 60_000  # MNIST's training digits: no batch can be larger (the loaded split is checked too)
 MAX_THREADS = 1024
-MAX_SAMPLES = 64  # --reinforce-samples: episodes per step are batch x samples
 # Options of earlier versions whose experiments are over (their findings are in docs/), with the
 # value that behaves as this version does: a run or checkpoint that used them at that value loads.
 REMOVED_OPTIONS = {"learn_std": False, "location_hidden": 0, "reinforce_weight": 1.0, "baseline_weight": 1.0,
@@ -34,7 +33,10 @@ def _opt(default, help: str, choices=None):
 
 
 @dataclass
-class TrainConfig:
+class GeneralOptions:
+    """The options every run has (the task, optimisation, the run); :data:`TrainConfig` adds the
+    options the families declare (``Family.own_options``). Stored flat in checkpoints."""
+
     mode: str = _opt("hard", "how the model learns: hard, hard attention trained with REINFORCE through the env; "
                      "soft, soft attention trained by backpropagation; full, a baseline that reads the whole image "
                      "(no attention); --arch picks the family", MODES)
@@ -61,40 +63,7 @@ class TrainConfig:
     first_location: str = _opt("centre", "hard: where the first glimpse is taken", ("centre", "random"))
     context_size: int = _opt(0, "hard: side of a coarse view of the whole canvas (area averages) from which a "
                              "context network sets the core's first state, as in Ba et al. 2015's DRAM (0: none)")
-    # RAM
-    core: str = _opt("rnn", "hard: core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm"))
-    glimpse_net: str = _opt("linear", "hard: the glimpse network's \"what\" pathway: the paper's linear layer on the "
-                            "flattened glimpse, or conv, two 3x3 conv layers with max-pooling (as in Ba et al. "
-                            "2015's DRAM; --glimpse-size divisible by 4)", ("linear", "conv"))
     hidden_size: int = _opt(256, "core / decoder hidden size")
-    location_std: float = _opt(0.15, "hard: std of the Gaussian location policy (fixed, or the start of its "
-                               "annealing)")
-    location_std_final: float = _opt(0.0, "hard: anneal the fixed policy std from --location-std to this over "
-                                     "the run, on the learning rate's cosine: wide search early, training paths "
-                                     "close to the deterministic ones late (0: no annealing)")
-    random_glimpses: bool = _opt(False, "hard: glimpse at uniformly random locations instead of learned ones (the "
-                                 "paper's random-glimpse baseline: no policy, no REINFORCE)")
-    reinforce_into_core: float = _opt(0.0, "hard: share of the REINFORCE gradient that goes on from the location "
-                                      "network into the core and glimpse network: 0 stops it there, 1 is the paper; "
-                                      "0.1 lets the policy shape the features (see docs/gradients.md)")
-    reinforce_samples: int = _opt(1, "hard: sampled trajectories per image, sharing its canvas: 1 uses the learned "
-                                  "baseline; K > 1 uses the mean reward of the image's other K - 1 samples as the "
-                                  "baseline (leave-one-out, Kool et al. 2019); K times the episodes per step")
-    reinforce_reward: str = _opt("sequence", "hard, several digits: what REINFORCE credits each location with: "
-                                 "sequence, the env's reward (1 when every digit is right); digits, the share of "
-                                 "the digits it could still affect that came out right (reward-to-go, "
-                                 "glimpse/losses.py: digit_returns). The same for one digit",
-                                 ("sequence", "digits"))
-    # soft attention
-    read_size: int = _opt(12, "draw: side N of the N x N filterbank read")
-    draw_min_sigma_strides: float = _opt(0.0, "draw: smooth floor on the filters' sigma in strides, so it follows "
-                                         "the zoom (0: none, the paper; below 0.5): zoomed-in reads cannot "
-                                         "point-sample the image and alias")
-    attention_into_core: float = _opt(1.0, "draw: share of the gradient of the attention parameters that flows "
-                                      "back into the LSTM state (1: the paper); the attention head keeps its exact "
-                                      "gradient. Below 1 it damps the loop state -> read -> state that explodes "
-                                      "on 100x100 (docs/gradients.md)")
-    attention_weight: float = _opt(0.0, "sat: weight of the doubly stochastic attention regulariser")
     # optimisation
     lr: float = _opt(1e-3, "peak learning rate")
     warmup_steps: int = _opt(100, "linear learning-rate warm-up steps")
@@ -131,8 +100,6 @@ class TrainConfig:
     def __post_init__(self, detach_policy_input: bool | None = None):
         if detach_policy_input is not None:
             self.reinforce_into_core = 0.0 if detach_policy_input else 1.0
-        if not 0 <= self.reinforce_into_core <= 1:
-            raise ValueError(f"--reinforce-into-core must be in [0, 1], got {self.reinforce_into_core}")
         for f in fields(self):
             choices = f.metadata.get("choices")
             if choices and getattr(self, f.name) not in choices:
@@ -188,23 +155,24 @@ class TrainConfig:
                 raise ValueError(f"{flag(f.name)} must be an integer, got {value!r}")
             if f.type in ("float", float) and not math.isfinite(value):
                 raise ValueError(f"{flag(f.name)} must be a finite number, got {value}")
+        for f in fields(self):  # the ranges the families declare for their options
+            if "option" in f.metadata:
+                f.metadata["option"].check(flag(f.name), getattr(self, f.name))
         for name in ("batch_size", "epochs", "n_glimpses", "hidden_size", "eval_batch_size", "log_every",
-                     "checkpoint_every", "reinforce_samples"):
+                     "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{flag(name)} must be >= 1, got {getattr(self, name)}")
         for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed", "train_shift"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
-        for name in ("lr", "location_std"):
+        for name in ("lr",):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{flag(name)} must be > 0, got {getattr(self, name)}")
-        for name in ("location_std_final", "grad_clip", "attention_weight"):
+        for name in ("grad_clip",):
             if getattr(self, name) < 0:
                 raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
         if self.seed >= 2**32:
             raise ValueError(f"--seed must be below 2**32, got {self.seed}")
-        if self.reinforce_samples > MAX_SAMPLES:
-            raise ValueError(f"--reinforce-samples must be at most {MAX_SAMPLES}, got {self.reinforce_samples}")
         if self.batch_size > MAX_BATCH or self.eval_batch_size > MAX_BATCH:
             name = "batch_size" if self.batch_size > MAX_BATCH else "eval_batch_size"
             raise ValueError(f"{flag(name)} {getattr(self, name)} is more than MNIST has training digits "
@@ -264,6 +232,19 @@ class TrainConfig:
         return asdict(self)
 
 
+def _family_fields() -> list[tuple]:
+    """The dataclass fields of the options the families declare, in registration order."""
+    out = []
+    for readers, options in declared_options():
+        for name, option in options.items():
+            metadata = {"help": option.help, "choices": option.choices, "option": option, "group": readers}
+            out.append((name, type(option.default), field(default=option.default, metadata=metadata)))
+    return out
+
+
+# every training option: the general ones, then those each family declares (glimpse/models/)
+TrainConfig = make_dataclass("TrainConfig", _family_fields(), bases=(GeneralOptions,), namespace={"__module__": __name__})
+
 TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
 
 
@@ -278,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
                     + ", ".join(f.name for f in list_families("soft")) + ") visual attention on cluttered MNIST, "
                     "or a full-image baseline (" + ", ".join(f.name for f in list_families("full")) + ").",
     )
+    groups = {}  # the options a family declares, under it: "ram, dram options"
     for f in fields(TrainConfig):
         flag = f"--{f.name.replace('_', '-')}"
         help = f.metadata["help"]  # defaults are None here (so presets can fill in): state the real one
@@ -286,11 +268,16 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["choices"] = sorted(PRESETS)
         elif f.metadata.get("choices"):
             kwargs["choices"] = f.metadata["choices"]
+        where = parser
+        if "group" in f.metadata:
+            if f.metadata["group"] not in groups:
+                groups[f.metadata["group"]] = parser.add_argument_group(f"{f.metadata['group']} options")
+            where = groups[f.metadata["group"]]
         if f.type in ("bool", bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+            where.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         else:
-            kind = {"int": int, "float": float}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, **kwargs)
+            kind = {"int": int, "float": float, int: int, float: float}.get(f.type, str)
+            where.add_argument(flag, type=kind, **kwargs)
     parser.add_argument("--resume", metavar="RUN_DIR_OR_CHECKPOINT", default=None,
                         help="continue an interrupted run exactly from its last checkpoint; only --epochs, "
                              "--max-steps and --threads may change")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from glimpse.models.hard import HardFamily
 from glimpse.models.ram.model import RAMConfig, RecurrentAttentionModel
-from glimpse.models.registry import register
+from glimpse.models.registry import Option, register
 
 
 @register
@@ -29,6 +29,14 @@ class RAMFamily(HardFamily):
                         "reinforce_into_core": 0.1, "reinforce_samples": 4}
     converged_epochs = 80  # 44 epochs still gained 0.44-0.52 points over their last 20 %
     added_modules = ("context_network",)
+    own_options = {
+        "core": Option("rnn", "core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm")),
+        "glimpse_net": Option("linear", "the glimpse network's \"what\" pathway: the paper's linear layer on the "
+                              "flattened glimpse, or conv, two 3x3 conv layers with max-pooling (as in Ba et al. "
+                              "2015's DRAM; --glimpse-size divisible by 4)", ("linear", "conv")),
+        "random_glimpses": Option(False, "glimpse at uniformly random locations instead of learned ones (the paper's "
+                                  "random-glimpse baseline: no policy, no REINFORCE)"),
+    }
 
     def model_config(self, config) -> dict:
         return RAMConfig(
