@@ -87,7 +87,7 @@ class FullImageFamily(Family):
 @register
 class FCFamily(FullImageFamily):
     name = "fc"
-    title = "fully connected net"
+    title = "RAM paper's FC baseline (full image)"
     Config = FCConfig
     Model = FullyConnectedNet
     paper_error = "11.96"
@@ -97,7 +97,7 @@ class FCFamily(FullImageFamily):
 @register
 class ConvFamily(FullImageFamily):
     name = "cnn"
-    title = "full-image CNN"
+    title = "RAM paper's conv baseline (full image)"
     default_for_mode = True
     Config = ConvConfig
     Model = ConvNet

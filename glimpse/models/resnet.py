@@ -1,0 +1,97 @@
+"""A standard small residual CNN over the whole canvas: the no-attention control a reviewer asks
+for first (is attention needed at all?), as strong as a modern CNN, unlike the RAM paper's 2014
+baselines (glimpse/models/baselines.py).
+
+ResNet-14 (He et al. 2016's basic blocks): a 5x5 stride-2 stem conv and a 2x2 max-pool (total
+stride 4, as ResNet's stem), three stages of two basic blocks each (3x3 convs, batch norm, ReLU,
+identity or 1x1 projection shortcuts) at widths 32, 64 and 128, the second and third stages
+starting with stride 2, then global average pooling and a linear classifier: 1 + 12 + 1 = 14
+weighted layers and 0.70 M parameters (tests/test_controls.py counts them) whatever the canvas
+size. Total stride 16: a 60x60 canvas ends as 4x4 cells, a 100x100 one as 7x7.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from glimpse.models.registry import Family, register
+
+
+@dataclass
+class ResNetConfig:
+    canvas_size: int = 60
+    widths: tuple = (32, 64, 128)  # the three stages' channels
+    blocks_per_stage: int = 2
+    n_classes: int = 10
+
+    def __post_init__(self):
+        self.widths = tuple(self.widths)
+        if len(self.widths) != 3 or min(self.widths) < 1:
+            raise ValueError(f"widths must be 3 positive channel counts, got {self.widths}")
+        if self.canvas_size < 16:
+            raise ValueError(f"canvas_size must be >= 16 (total stride 16), got {self.canvas_size}")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["widths"] = list(self.widths)
+        return out
+
+
+class BasicBlock(nn.Module):
+    """x (B, C_in, H, W) -> ReLU(BN(conv(ReLU(BN(conv(x))))) + shortcut(x)), (B, C_out, H / s, W / s)."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Identity() if stride == 1 and c_in == c_out else nn.Sequential(
+            nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNetClassifier(nn.Module):
+    """images (B, 1, H, W) in [0, 1] -> {"logits": (B, C)}."""
+
+    def __init__(self, config: ResNetConfig):
+        super().__init__()
+        self.config = config
+        w1, w2, w3 = config.widths
+        self.stem = nn.Sequential(nn.Conv2d(1, w1, 5, 2, 2, bias=False), nn.BatchNorm2d(w1), nn.ReLU(),
+                                  nn.MaxPool2d(2))
+        stages, c_in = [], w1
+        for index, width in enumerate(config.widths):
+            for block in range(config.blocks_per_stage):
+                stride = 2 if index > 0 and block == 0 else 1
+                stages.append(BasicBlock(c_in, width, stride))
+                c_in = width
+        self.stages = nn.Sequential(*stages)
+        self.classifier = nn.Linear(w3, config.n_classes)
+
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        size = self.config.canvas_size
+        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
+            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        features = self.stages(self.stem(images))  # (B, w3, H / 16, W / 16)
+        return {"logits": self.classifier(features.mean((2, 3)))}
+
+
+@register
+class ResNetFamily(Family):
+    name = "resnet"
+    title = "ResNet-14 (full image)"
+    mode = "full"
+    Config = ResNetConfig
+    Model = ResNetClassifier
+    report_epochs = 10
+    quick_recipe = {"preset": "mnist28", "epochs": 2, "batch_size": 64, "lr": 3e-3}
+    converged_epochs = 40
+
+    def model_config(self, config) -> dict:
+        return ResNetConfig(canvas_size=config.canvas_size).to_dict()
