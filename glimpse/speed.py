@@ -16,7 +16,8 @@ from envs import TASKS, ClutteredMNISTVectorEnv
 from glimpse.inference import predict_probabilities
 from glimpse.training import distributed
 from glimpse.training.config import TrainConfig
-from glimpse.training.loop import batch_indices, make_learner, make_optimizer, step_seed
+from glimpse.training.loop import (TRAINING_PHASES, batch_indices, make_learner, make_optimizer, step_seed,
+                                   training_step)
 
 ENV_ID = "glimpse/ClutteredMNIST60-v1"
 
@@ -83,46 +84,51 @@ def training_flops_per_image(learner, batch_size: int) -> float:
     return counter.get_total_flops() / batch_size
 
 
-TRAINING_PHASES = ("data + forward", "backward", "optimizer")
-
-
 def _wait_for(device: torch.device) -> None:
     """GPU work is asynchronous: a phase ends when its kernels have run, not when they are queued."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
+class PhaseTimer:
+    """``training_step``'s ``mark``: seconds spent in each of TRAINING_PHASES since :meth:`start`,
+    summed over the steps timed (the device synchronised at each mark)."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.spent, self.last = device, dict.fromkeys(TRAINING_PHASES, 0.0), None
+
+    def start(self) -> None:
+        self.last = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        _wait_for(self.device)
+        now = time.perf_counter()
+        if self.last is not None:
+            self.spent[phase] += now - self.last
+        self.last = now
+
+
 def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, device: str | torch.device = "cpu"):
-    """Full training steps at ``config.batch_size`` on ``device``, after ``warmup`` steps.
+    """Full training steps (the loop's own :func:`~glimpse.training.loop.training_step`) at
+    ``config.batch_size`` on ``device``, after ``warmup`` steps.
 
     Returns (images/s, milliseconds per step of each of TRAINING_PHASES, the learner). The
-    phases: "data + forward" makes the canvases (or runs the env's episodes) on ``device`` and
-    the loss; "backward"; "optimizer" is gradient clipping (when --grad-clip > 0) and Adam's step.
+    phases: "data + forward" sets the schedules, makes the canvases (or runs the env's episodes)
+    on ``device`` and the loss; "backward"; "optimizer" is gradient clipping (when --grad-clip > 0)
+    and Adam's step.
     """
     device = torch.device(device)
     learner = make_learner(config, data, device)
     optimizer = make_optimizer(learner.model, config.lr)
     n_train = len(data.train)
-    spent = dict.fromkeys(TRAINING_PHASES, 0.0)
+    schedule = max(1, config.epochs * (n_train // config.batch_size))
+    untimed, timer = PhaseTimer(device), PhaseTimer(device)
     for step in range(steps + warmup):
-        timed = step >= warmup
-        t0 = time.perf_counter()
-        loss, _ = learner.loss(batch_indices(0, step, n_train, config.batch_size), step_seed(0, step))
-        _wait_for(device)
-        t1 = time.perf_counter()
-        optimizer.zero_grad()
-        loss.backward()
-        _wait_for(device)
-        t2 = time.perf_counter()
-        if config.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
-        optimizer.step()
-        _wait_for(device)
-        if timed:
-            for phase, seconds in zip(TRAINING_PHASES, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
-                spent[phase] += seconds
-    images_per_second = steps * config.batch_size / sum(spent.values())
-    return images_per_second, {phase: 1000 * seconds / steps for phase, seconds in spent.items()}, learner
+        mark = timer if step >= warmup else untimed
+        mark.start()
+        training_step(learner, optimizer, config, step, n_train, schedule, mark=mark)
+    images_per_second = steps * config.batch_size / sum(timer.spent.values())
+    return images_per_second, {phase: 1000 * seconds / steps for phase, seconds in timer.spent.items()}, learner
 
 
 def parallel_training_speed(config: TrainConfig, data_dir, steps: int, processes: int, warmup: int = 2) -> float:
@@ -171,12 +177,8 @@ def _parallel_training_worker(rank: int, world: int, port: int, config: dict, da
             if step == warmup:
                 dist.barrier()
                 start = time.perf_counter()
-            loss, _ = learner.loss(batch_indices(0, step, len(data.train), config.batch_size), step_seed(0, step))
-            optimizer.zero_grad()
-            loss.backward()
-            if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
-            optimizer.step()
+            training_step(learner, optimizer, config, step, len(data.train), max(1, config.epochs * (
+                len(data.train) // config.batch_size)))
         dist.barrier()
         if rank == 0:
             seconds.put(time.perf_counter() - start)

@@ -76,61 +76,36 @@ def run_episodes(model: nn.Module, env, *, sample: bool, generator: torch.Genera
         raise ValueError(f"{env.num_envs} episodes cannot hold {samples} trajectories of every canvas")
     observation, _ = env.reset(seed=seed, options=options)
     task = env.unwrapped.task
-    n_glimpses, per_digit = task.episode_length, task.n_glimpses
     forward = model if forward is None else forward
     device = next(model.parameters()).device
+    context = _context_view(model, observation, device)
+    random_policy = getattr(model.config, "policy", "learned") == "random"
+    if random_policy and generator is None and noise is None:
+        generator = torch.Generator().manual_seed(seed or 0)
+    choose = _LocationChooser(sample, random_policy, noise, generator, device)
     state = model.initial_state()
     log_probs, baselines, locations, glimpses, digit_logits = [], [], [], [], []
     unjudged_label = torch.zeros((env.num_envs, task.n_digits) if task.n_digits > 1 else (env.num_envs,),
                                  dtype=torch.int64, device=device)  # only the final step's label is judged
-    random_policy = getattr(model.config, "policy", "learned") == "random"
-    if random_policy and generator is None and noise is None:
-        generator = torch.Generator().manual_seed(seed or 0)
-    info = {}
-    context = None
-    if getattr(model.config, "context_size", 0):
-        if "context" not in observation:
-            raise ValueError(f"the model reads a context view: make the env with context_size="
-                             f"{model.config.context_size}")
-        context = observation["context"].to(device)
-    for t in range(n_glimpses):
-        glimpse = observation["glimpse"].to(device)
-        location = observation["location"].to(device)
+    for t in range(task.episode_length):
+        glimpse, location = observation["glimpse"].to(device), observation["location"].to(device)
         locations.append(location)
         if record_glimpses:
             glimpses.append(glimpse)
-        if t == 0 and samples > 1:  # one read per canvas, shared by its K trajectories
-            first = {} if context is None else {"context": context[::samples]}
-            out = _repeat_each(forward(glimpse[::samples], location[::samples], state, **first), samples)
-        elif t == 0 and context is not None:
-            out = forward(glimpse, location, state, context=context)
-        else:
-            out = forward(glimpse, location, state)
+        out = _read(forward, glimpse, location, state, samples, context, first_step=t == 0)
         state = out.state
-        if (t + 1) % per_digit == 0:  # the end of a digit's block: its answer
+        if (t + 1) % task.n_glimpses == 0:  # the end of a digit's block: its answer
             digit_logits.append(out.logits)
-        if t < n_glimpses - 1:
-            if random_policy:
-                z = noise(out.mean) if noise is not None else torch.randn(
-                    out.mean.shape, generator=generator, device=generator.device, dtype=out.mean.dtype).to(device)
-                next_location = torch.erf(z / math.sqrt(2.0))  # uniform on [-1, 1]
-                log_probs.append(out.mean.new_zeros(len(z)))
-            else:
-                if not sample:
-                    next_location = out.mean.detach()
-                elif noise is not None:
-                    next_location = LocationPolicy.sample(out.mean, out.std, noise=noise(out.mean))
-                else:
-                    next_location = LocationPolicy.sample(out.mean, out.std, generator)
-                log_probs.append(LocationPolicy.log_prob(out.mean, out.std, next_location))
+        if t < task.episode_length - 1:
+            next_location, log_prob = choose(out)
+            log_probs.append(log_prob)
             baselines.append(out.baseline)
             label = unjudged_label
         else:  # the final step's location is never looked at
             next_location = out.mean.detach()
             logits = digit_logits[0] if task.n_digits == 1 else torch.stack(digit_logits, 1)
             label = logits.argmax(-1)
-        action = {"location": next_location.clamp(-1.0, 1.0), "label": label}
-        observation, reward, terminated, truncated, info = env.step(action)
+        observation, reward, _, _, info = env.step({"location": next_location.clamp(-1.0, 1.0), "label": label})
     if "label" not in info:
         raise RuntimeError("the environment must end every episode after its episode_length steps")
     empty = out.logits.new_zeros(env.num_envs, 0)
@@ -143,6 +118,57 @@ def run_episodes(model: nn.Module, env, *, sample: bool, generator: torch.Genera
         locations=torch.stack(locations, 1),
         glimpses=torch.stack(glimpses, 1) if record_glimpses else None,
     )
+
+
+def _context_view(model: nn.Module, observation: dict, device: torch.device) -> torch.Tensor | None:
+    """The episode's coarse view (B, s, s) for a model with a context network, else None."""
+    if not getattr(model.config, "context_size", 0):
+        return None
+    if "context" not in observation:
+        raise ValueError(f"the model reads a context view: make the env with context_size={model.config.context_size}")
+    return observation["context"].to(device)
+
+
+def _read(forward, glimpse: torch.Tensor, location: torch.Tensor, state, samples: int,
+          context: torch.Tensor | None, first_step: bool):
+    """One step of the model. The first step also reads ``context`` (if any); there, with
+    ``samples`` = K > 1 trajectories per canvas, each canvas is read once and its output shared by
+    its K rows."""
+    if not first_step:
+        return forward(glimpse, location, state)
+    first = {} if context is None else {"context": context}
+    if samples > 1:  # the K rows of a canvas see the same first glimpse
+        first = {name: value[::samples] for name, value in first.items()}
+        return _repeat_each(forward(glimpse[::samples], location[::samples], state, **first), samples)
+    return forward(glimpse, location, state, **first)
+
+
+class _LocationChooser:
+    """Where to look next and its log-probability under the policy, from a step's output: the
+    policy mean (``sample=False``), a draw from the Gaussian policy (noise from ``noise(mean)`` or
+    ``generator``), or for a random-glimpse policy a uniform location from the same standard
+    normal noise (``2 Phi(z) - 1``) with log-probability 0."""
+
+    def __init__(self, sample: bool, random_policy: bool, noise, generator, device: torch.device):
+        self.sample, self.random_policy, self.noise, self.generator, self.device = \
+            sample, random_policy, noise, generator, device
+
+    def standard_normal(self, mean: torch.Tensor) -> torch.Tensor:
+        if self.noise is not None:
+            return self.noise(mean)
+        generator = self.generator  # a CPU generator may drive a model on the GPU
+        device = generator.device if generator is not None else mean.device
+        return torch.randn(mean.shape, generator=generator, device=device, dtype=mean.dtype).to(self.device)
+
+    def __call__(self, out) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.random_policy:
+            z = self.standard_normal(out.mean)
+            return torch.erf(z / math.sqrt(2.0)), out.mean.new_zeros(len(z))  # uniform on [-1, 1]
+        if not self.sample:
+            location = out.mean.detach()
+        else:
+            location = LocationPolicy.sample(out.mean, out.std, noise=self.standard_normal(out.mean))
+        return location, LocationPolicy.log_prob(out.mean, out.std, location)
 
 
 def _repeat_each(step, times: int):

@@ -20,40 +20,26 @@ import numpy as np
 import torch
 
 from envs.data import MNISTSplits, load_mnist
-from glimpse.checkpoint import load_checkpoint, provenance, save_checkpoint, training_stages
-from envs.task import BENCHMARK_VERSION
+from glimpse.checkpoint import load_checkpoint, provenance, training_stages
 from glimpse.evaluation import fixed_set
 from glimpse.progress import progress
 from glimpse.progress import say as progress_say
-from glimpse.inference import predict_probabilities, read_right
-from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary, reading_summary
 from glimpse.training import distributed
+from glimpse.training.callbacks import (Checkpoints, CheckpointWriteError, DivergenceGuard, Pictures, ScalarLog,
+                                        TrainingDiverged, Validation, accuracy, write_checkpoint)
 from glimpse.training.config import TrainConfig
 from glimpse.training.hard import HardAttentionLearner
-from glimpse.training.learner import Learner, cosine, pictures
+from glimpse.training.learner import Learner, cosine
 from glimpse.training.rundir import RunDirectory
 from glimpse.training.soft import BackpropLearner
+from glimpse.training.state import RunState, StepResult
 from glimpse.training.tensorboard import NullLogger, RunLogger
 
+__all__ = ["CheckpointWriteError", "TrainingDiverged", "TrainResult", "train", "training_step", "make_learner"]
+
 N_PICTURES = 8
+TRAINING_PHASES = ("data + forward", "backward", "optimizer")  # what training_step's ``mark`` is told
 LEARNERS = {"hard": HardAttentionLearner, "soft": BackpropLearner, "full": BackpropLearner}  # by Family.mode
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite."""
-
-
-class CheckpointWriteError(RuntimeError):
-    """A checkpoint could not be written (a full disk, say); the previous one is intact."""
-
-
-def write_checkpoint(path: Path, payload: dict) -> None:
-    """:func:`save_checkpoint`, with a failure to write turned into a stop that says what is left."""
-    try:
-        save_checkpoint(path, payload)
-    except OSError as exc:
-        kept = f"the previous {path.name} is intact" if path.exists() else f"no {path.name} was written"
-        raise CheckpointWriteError(f"could not write {path} ({exc.strerror or exc}); {kept}") from exc
 
 
 @dataclass
@@ -84,6 +70,162 @@ def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
     """Linear warm-up over --warmup-steps, then a cosine from --lr to 0 over the run."""
     warmup = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps > 0 else 1.0
     return config.lr * warmup * cosine(step / max(1, total_steps))
+
+
+def training_step(learner: Learner, optimizer: torch.optim.Optimizer, config: TrainConfig, step: int,
+                  n_train: int, schedule_steps: int, mark=lambda phase: None) -> StepResult:
+    """The one training step (the loop's, and what the benchmarks and the report time): the
+    learning rate and the learner's schedules at ``step``, the loss of the step's minibatch (all
+    its randomness from the seed and the step), backward, clipping and Adam's step.
+    ``mark(phase)`` is called as each of TRAINING_PHASES ends (the benchmarks' timer)."""
+    lr = learning_rate(config, step, schedule_steps)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    scheduled = learner.schedule(step / schedule_steps)
+    indices = batch_indices(config.seed, step, n_train, config.batch_size)
+    loss, metrics = learner.loss(indices, step_seed(config.seed, step))
+    mark("data + forward")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    mark("backward")
+    if config.grad_clip > 0:
+        metrics["train/grad_norm"] = torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
+    optimizer.step()
+    mark("optimizer")
+    return StepResult(loss, metrics, lr, scheduled, len(indices))
+
+
+def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool = False) -> TrainResult:
+    """Train, validate every epoch, keep the best checkpoint, and score it on the test set. The
+    step is :func:`training_step`; everything on a schedule hangs on it as a callback."""
+    run, owner = start_run(config, resume, quiet)
+    try:
+        callbacks = [DivergenceGuard(run), ScalarLog(), Pictures(), Validation(), Checkpoints()]
+        where = f"{distributed.world_size()} processes on {run.device.type}" if distributed.world_size() > 1 \
+            else str(run.device)
+        what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
+        run.say(f"[glimpse] {what} ({run.learner.family.name}), {run.data_source}, {where}; run {run.run_dir}")
+        if run.start_step:
+            run.say(f"[glimpse] resuming at step {run.start_step}/{run.total_steps}")
+        run.learner.model.train()
+        run.bar = progress(range(run.start_step, run.total_steps), initial=run.start_step, total=run.total_steps,
+                           desc="train", unit="step", disable=quiet or not run.main)
+        run.show(loss="-", acc="-", best_val=f"{run.best_val:.4f}" if run.best_val >= 0 else "-")
+        run.started = time.perf_counter()
+        try:
+            for step in run.bar:
+                result = training_step(run.learner, run.optimizer, config, step, run.n_train, run.schedule_steps)
+                for callback in callbacks:
+                    callback.after_step(run, step + 1, result)
+        except KeyboardInterrupt:
+            run.bar.close()
+            run.logger.close()
+            run.say(f"\n[glimpse] interrupted; the last checkpoint is {run.run_dir / 'last.pt'}. "
+                    f"Continue with: python train.py --resume {run.run_dir}")
+            raise
+        run.bar.close()
+        run.elapsed = run.seconds()
+        test_accuracy = score_best(run)
+        run.logger.close()
+        best_val, test_accuracy = distributed.broadcast_floats([run.best_val, test_accuracy], run.device)
+        return TrainResult(run.run_dir, run.run_dir / "best.pt", best_val, test_accuracy, len(run.test_set.labels),
+                           run.total_steps, run.elapsed, run.data_source)
+    finally:
+        run.learner.forward = run.learner.model  # drop the DDP wrapper: it holds the process group
+        if owner is not None:
+            owner.release()
+
+
+def score_best(run: RunState) -> float:
+    """Rank 0: the best checkpoint's accuracy on the fixed test canvases, written into it with the
+    whole learning curve and the training time; 0.0 on the other processes."""
+    if not run.main:
+        return 0.0
+    best = load_checkpoint(run.run_dir / "best.pt")
+    run.learner.model.load_state_dict(best["model_state"])
+    score = accuracy(run.learner, run.test_set.images, run.test_set.labels, run.config.eval_batch_size,
+                     "test")
+    run.logger.scalars({"test/accuracy": score}, run.total_steps)
+    best.update(test_accuracy=score, train_seconds=run.elapsed, history=run.history)
+    write_checkpoint(run.run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
+    return score
+
+
+def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tuple[RunState, RunDirectory | None]:
+    """Everything before the first step: the checkpoint to resume or start from, the device and
+    process group, the run directory (held against a second run), data, learner, optimiser, the
+    schedule and the fixed canvases. A start that fails leaves no directory behind."""
+    resumed = load_checkpoint(_last_checkpoint(resume)) if resume is not None else None
+    # a resumed run's weights come from its own checkpoint
+    initial, stages = initial_weights(config) if config.init_from and resumed is None else (None, [])
+    if resumed is not None:
+        stages = list(resumed.get("earlier_stages", []))
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device = distributed.resolve_device(config.device)
+    if device.type == "cuda":  # cuDNN's fastest convolutions sum in a varying order: seeded runs would differ
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    distributed.init(device)
+    rank, world = distributed.rank(), distributed.world_size()
+    if config.batch_size % world:
+        nearest = config.batch_size // world * world or world
+        raise ValueError(f"--batch-size {config.batch_size} is the global batch and must be divisible by the "
+                         f"number of processes ({world}): try --batch-size {nearest}")
+    run_dir = new_run_directory(config) if resumed is None else _last_checkpoint(resume).parent
+    owner = RunDirectory(run_dir).acquire() if rank == 0 else None  # rank 0 holds it for the group
+    try:
+        torch.manual_seed(config.seed)
+        data = load_mnist(config.data_dir)
+        learner = make_learner(config, data, device, rank, world)
+        if initial is not None:
+            learner.model.load_state_dict(initial)
+        n_train = len(data.train)
+        if n_train < config.batch_size:
+            raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
+        steps_per_epoch = n_train // config.batch_size
+        schedule_steps = config.epochs * steps_per_epoch  # the schedule ignores --max-steps, a mere cap
+        val_set, test_set = fixed_sets(learner.task, data)
+        run = RunState(config, learner, make_optimizer(learner.model, config.lr), run_dir, device, rank == 0, n_train,
+                       steps_per_epoch, schedule_steps, min(schedule_steps, config.max_steps or schedule_steps),
+                       config.val_every or steps_per_epoch, val_set, test_set,
+                       (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES]), data.source,
+                       provenance(device, data.digest), stages)
+        if resumed is not None:
+            learner.model.load_state_dict(resumed["model_state"])
+            run.optimizer.load_state_dict(resumed["optimizer_state"])
+            run.start_step, run.best_val, run.best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
+            run.elapsed = resumed.get("train_seconds", 0.0)
+            run.history = list(resumed.get("history", []))
+        if world > 1:
+            # DDP averages the gradients of the processes' equal-sized slices during backward: the
+            # gradient of the global-batch mean. A hard family calls the model once per glimpse before
+            # one backward; that is fine for DDP, because each parameter's gradient is accumulated (and
+            # its reducer hook fires) once per backward however often the parameter was used, and
+            # every parameter gets a gradient (REINFORCE trains the location net, its squared error
+            # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
+            learner.forward = torch.nn.parallel.DistributedDataParallel(
+                learner.model, device_ids=[device] if device.type == "cuda" else None,
+                # random glimpses leave the policy unused; a one-glimpse episode the core's recurrent weights
+                find_unused_parameters=config.random_glimpses or config.n_glimpses * config.n_digits == 1)
+        run.logger = RunLogger(run_dir, config, data.source, purge_step=run.start_step) if run.main else NullLogger()
+        run.say = (lambda *a: None) if quiet or not run.main else progress_say
+    except BaseException:
+        if owner is not None:
+            owner.discard_if_new()
+        raise
+    return run, owner
+
+
+def new_run_directory(config: TrainConfig) -> Path:
+    """--run-dir/--run-name (or a name made from the family, preset, seed and time); refuses a
+    directory that already holds a run."""
+    if Path(config.run_dir).exists() and not Path(config.run_dir).is_dir():
+        raise ValueError(f"--run-dir {config.run_dir} is a file, not a directory")
+    run_dir = Path(config.run_dir) / (config.run_name or default_run_name(config))
+    if (run_dir / "last.pt").exists():
+        raise FileExistsError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
+                              f"or choose another --run-name")
+    return run_dir
 
 
 def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
@@ -130,49 +272,6 @@ def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=lr, fused=fused)
 
 
-def predict(learner: Learner, images: np.ndarray, batch_size: int, desc: str) -> np.ndarray:
-    """Predicted digits (N,) or (N, K)."""
-    with progress(total=len(images), desc=desc, leave=False, unit="img") as bar:
-        probs = predict_probabilities(learner.family.name, learner.model, learner.task, images, batch_size,
-                                      progress=bar)
-    learner.model.train()
-    return probs.argmax(-1).numpy()
-
-
-def accuracy(learner: Learner, images: np.ndarray, labels: np.ndarray, batch_size: int, desc: str) -> float:
-    """The share of canvases read right (every digit of a multi-digit canvas)."""
-    return float(read_right(predict(learner, images, batch_size, desc), labels).mean())
-
-
-def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
-    """Validation accuracy and, for the attention models, whether they looked at the digit:
-    the share of canvases where some step came within DEFAULT_RADIUS pixels of its centre, and
-    the median distance at the last step (see glimpse/localisation.py). One pass serves both.
-    Multi-digit canvases report the share of digits read right and, for the attention models, the
-    share of digits whose steps looked at them and of answers that are another digit's label."""
-    multi = canvases.labels.ndim == 2
-    if not learner.family.has_attention:
-        predictions = predict(learner, canvases.images, batch_size, "validate")
-        scalars = {"val/accuracy": float(read_right(predictions, canvases.labels).mean())}
-        if multi:
-            scalars["val/digit_accuracy"] = float((predictions == canvases.labels).mean())
-        return scalars
-    with progress(total=len(canvases.images), desc="validate", leave=False, unit="img") as bar:
-        centres, predictions = attention_centres(learner.family.name, learner.model, learner.task, canvases.images,
-                                                 batch_size, progress=bar)
-    learner.model.train()
-    if multi:
-        reading = reading_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
-        return {"val/accuracy": 1 - reading["error"],
-                "val/digit_accuracy": float((predictions == canvases.labels).mean()),
-                "val/digit_found": float(np.mean(reading["found"])),
-                "val/answered_another_digit": float(np.mean(reading["answered_another_digit"]))}
-    found = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
-    return {"val/accuracy": float((predictions == canvases.labels).mean()),
-            "val/digit_found": found["found"],
-            "val/distance_to_digit": found["median_distance_per_step"][-1]}
-
-
 def fixed_sets(task: dict, data: MNISTSplits):
     """Fixed canvases: every run is selected and scored on the same images."""
     return fixed_set(task, data.val, "val")[0], fixed_set(task, data.test, "test")[0]
@@ -180,205 +279,6 @@ def fixed_sets(task: dict, data: MNISTSplits):
 
 def default_run_name(config: TrainConfig) -> str:
     return f"{config.model_kind}-{config.preset}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool = False) -> TrainResult:
-    """Train, validate every epoch, keep the best checkpoint, and score it on the test set."""
-    resumed = load_checkpoint(_last_checkpoint(resume)) if resume is not None else None
-    # a resumed run's weights come from its own checkpoint
-    initial, stages = initial_weights(config) if config.init_from and resumed is None else (None, [])
-    if resumed is not None:
-        stages = list(resumed.get("earlier_stages", []))
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    device = distributed.resolve_device(config.device)
-    if device.type == "cuda":  # cuDNN's fastest convolutions sum in a varying order: seeded runs would differ
-        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    distributed.init(device)
-    rank, world = distributed.rank(), distributed.world_size()
-    main = rank == 0
-    if config.batch_size % world:
-        nearest = config.batch_size // world * world or world
-        raise ValueError(f"--batch-size {config.batch_size} is the global batch and must be divisible by the "
-                         f"number of processes ({world}): try --batch-size {nearest}")
-    if resumed is not None:  # the directory given, wherever the run has moved since
-        run_dir = _last_checkpoint(resume).parent
-    else:
-        if Path(config.run_dir).exists() and not Path(config.run_dir).is_dir():
-            raise ValueError(f"--run-dir {config.run_dir} is a file, not a directory")
-        run_dir = Path(config.run_dir) / (config.run_name or default_run_name(config))
-        if (run_dir / "last.pt").exists():
-            raise FileExistsError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
-                                  f"or choose another --run-name")
-    owner = RunDirectory(run_dir).acquire() if main else None  # rank 0 holds it for the group
-    try:  # a start that fails before training leaves no directory behind
-        torch.manual_seed(config.seed)
-        data = load_mnist(config.data_dir)
-        learner = make_learner(config, data, device, rank, world)
-        if initial is not None:
-            learner.model.load_state_dict(initial)
-        optimizer = make_optimizer(learner.model, config.lr)
-        n_train = len(data.train)
-        if n_train < config.batch_size:
-            raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
-        steps_per_epoch = n_train // config.batch_size
-        schedule_steps = config.epochs * steps_per_epoch  # the schedule ignores --max-steps, a mere cap
-        total_steps = min(schedule_steps, config.max_steps) if config.max_steps else schedule_steps
-        val_every = config.val_every or steps_per_epoch
-        val_set, test_set = fixed_sets(learner.task, data)
-        picture_canvases = (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES])
-
-        start_step, best_val, best_step, elapsed = 0, -1.0, -1, 0.0
-        history: list[dict] = []  # one entry per validation: the learning curve, kept in the checkpoints
-        if resumed is not None:
-            learner.model.load_state_dict(resumed["model_state"])
-            optimizer.load_state_dict(resumed["optimizer_state"])
-            start_step, best_val, best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
-            elapsed = resumed.get("train_seconds", 0.0)
-            history = list(resumed.get("history", []))
-        if world > 1:
-            # DDP averages the gradients of the processes' equal-sized slices during backward: the
-            # gradient of the global-batch mean. RAM calls the model once per glimpse before one
-            # backward; that is fine for DDP, because each parameter's gradient is accumulated (and
-            # its reducer hook fires) once per backward however often the parameter was used, and
-            # every parameter gets a gradient (REINFORCE trains the location net, its squared error
-            # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
-            learner.forward = torch.nn.parallel.DistributedDataParallel(
-                learner.model, device_ids=[device] if device.type == "cuda" else None,
-                # random glimpses leave the policy unused; a one-glimpse episode the core's recurrent weights
-                find_unused_parameters=config.random_glimpses or config.n_glimpses * config.n_digits == 1)
-
-    except BaseException:
-        if owner is not None:
-            owner.discard_if_new()
-        raise
-    try:
-        origin = provenance(device, data.digest)
-
-        def payload(step: int, with_optimizer: bool) -> dict:
-            out = dict(kind=learner.family.name, model_config=learner.model_config, task=learner.task,
-                       train_config=config.to_dict(), model_state=learner.model.state_dict(), step=step,
-                       best_val_accuracy=best_val, best_step=best_step, data_source=data.source,
-                       run_dir=str(run_dir.resolve()), provenance=origin, benchmark=BENCHMARK_VERSION,
-                       train_seconds=elapsed + (time.perf_counter() - t_start), history=history)
-            if stages:
-                out["earlier_stages"] = stages
-            if with_optimizer:
-                out["optimizer_state"] = optimizer.state_dict()
-            return out
-
-        logger = RunLogger(run_dir, config, data.source, purge_step=start_step) if main else NullLogger()
-        say = (lambda *a: None) if quiet or not main else progress_say
-        where = f"{world} processes on {device.type}" if world > 1 else str(device)
-        what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
-        say(f"[glimpse] {what} ({learner.family.name}), {data.source}, {where}; run {run_dir}")
-        if resumed is not None:
-            say(f"[glimpse] resuming at step {start_step}/{total_steps}")
-        learner.model.train()
-        t_start = time.perf_counter()
-        window_start, window_images = time.perf_counter(), 0
-        step = start_step
-        bar = progress(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train",
-                       unit="step", disable=quiet or not main)
-        # one postfix for the bar: training loss and accuracy at each log, best validation at each validation
-        postfix = {"loss": "-", "acc": "-", "best_val": f"{best_val:.4f}" if best_val >= 0 else "-"}
-        finite, checked_until = torch.ones((), dtype=torch.bool, device=device), start_step
-        try:
-            for step in bar:
-                lr = learning_rate(config, step, schedule_steps)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                scheduled = learner.schedule(step / schedule_steps)
-                indices = batch_indices(config.seed, step, n_train, config.batch_size)
-                loss, metrics = learner.loss(indices, step_seed(config.seed, step))
-                # read on the host only when logging or checkpointing, so that a step never waits for the device
-                finite = finite & torch.isfinite(loss.detach())
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.grad_clip > 0:
-                    metrics["train/grad_norm"] = torch.nn.utils.clip_grad_norm_(learner.model.parameters(), config.grad_clip)
-                optimizer.step()
-                window_images += len(indices)
-                done = step + 1
-                if done % config.log_every == 0 or done % val_every == 0 or done == total_steps:
-                    if not _finite_everywhere(finite):
-                        raise TrainingDiverged(
-                            f"loss became nan or inf at a step between {checked_until} and {done - 1} (epoch "
-                            f"{done / steps_per_epoch:.2f}); stopping. "
-                            + (f"The last good checkpoint is {run_dir / 'last.pt'}" if (run_dir / "last.pt").exists()
-                               else "No checkpoint was written yet") + ": try a lower --lr or --grad-clip.")
-                    checked_until = done
-                if done % config.log_every == 0 or done == total_steps:
-                    now = time.perf_counter()
-                    scalars = _mean_over_processes(metrics, device)
-                    scalars.update({**scheduled, "train/learning_rate": lr, "train/epoch": done / steps_per_epoch,
-                                    "perf/images_per_second": window_images / (now - window_start)})
-                    logger.scalars(scalars, done)
-                    postfix.update(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['train/accuracy']:.3f}")
-                    bar.set_postfix(**postfix)
-                    window_start, window_images = now, 0
-                if main and config.image_every and done % config.image_every == 0:
-                    logger.images(pictures(learner, *picture_canvases), done)
-                if done % val_every == 0 or done == total_steps:
-                    if not main:  # rank 0 validates and checkpoints; the others wait for it
-                        distributed.barrier()
-                        continue
-                    val_scalars = validate(learner, val_set, config.eval_batch_size)
-                    val_acc = val_scalars["val/accuracy"]
-                    logger.scalars({**val_scalars, "val/error": 1 - val_acc}, done)
-                    history.append({"step": done, "epoch": done / steps_per_epoch, "val_accuracy": val_acc,
-                                    "train_seconds": elapsed + (time.perf_counter() - t_start)})
-                    logger.images(pictures(learner, *picture_canvases), done)
-                    if val_acc > best_val:
-                        best_val, best_step = val_acc, done
-                        write_checkpoint(run_dir / "best.pt", payload(done, with_optimizer=False))
-                    postfix["best_val"] = f"{best_val:.4f}"
-                    bar.set_postfix(**postfix)
-                    write_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
-                    say(f"[glimpse] step {done} epoch {done / steps_per_epoch:.2f}: val accuracy {val_acc:.4f} "
-                        f"(best {best_val:.4f} at step {best_step})")
-                    distributed.barrier()
-                elif main and done % config.checkpoint_every == 0:
-                    write_checkpoint(run_dir / "last.pt", payload(done, with_optimizer=True))
-        except KeyboardInterrupt:
-            bar.close()
-            logger.close()
-            say(f"\n[glimpse] interrupted; the last checkpoint is {run_dir / 'last.pt'}. "
-                f"Continue with: python train.py --resume {run_dir}")
-            raise
-        bar.close()
-        elapsed += time.perf_counter() - t_start
-
-        test_acc = 0.0
-        if main:
-            best = load_checkpoint(run_dir / "best.pt")
-            learner.model.load_state_dict(best["model_state"])
-            test_acc = accuracy(learner, test_set.images, test_set.labels, config.eval_batch_size, "test")
-            logger.scalars({"test/accuracy": test_acc}, total_steps)
-            best["test_accuracy"] = test_acc
-            best["train_seconds"] = elapsed
-            best["history"] = history  # the whole learning curve, not only up to the best step
-            write_checkpoint(run_dir / "best.pt", {k: v for k, v in best.items() if k != "format"})
-        logger.close()
-        best_val, test_acc = distributed.broadcast_floats([best_val, test_acc], device)
-        return TrainResult(run_dir, run_dir / "best.pt", best_val, test_acc, len(test_set.labels), total_steps, elapsed,
-                           data.source)
-    finally:
-        learner.forward = learner.model  # drop the DDP wrapper: it holds the process group
-        if owner is not None:
-            owner.release()
-
-
-def _finite_everywhere(finite: torch.Tensor) -> bool:
-    """Whether every loss since the last check was finite on every process (so that all of them stop together)."""
-    return bool(distributed.all_reduce_mean(finite.to(torch.float32)).item() == 1.0)
-
-
-def _mean_over_processes(metrics: dict[str, torch.Tensor], device: torch.device) -> dict[str, float]:
-    """Scalar metrics averaged over the processes (each over an equal slice of the batch): the
-    global-batch value for means; for train/advantage_variance the mean of per-slice variances."""
-    values = torch.stack([torch.as_tensor(v).detach().to(device, torch.float32).reshape(()) for v in metrics.values()])
-    return dict(zip(metrics, distributed.all_reduce_mean(values).tolist()))
 
 
 def _last_checkpoint(resume: str | Path) -> Path:
