@@ -29,6 +29,17 @@ import torch.nn.functional as F
 from envs.retina import extract_glimpses, integral_images
 from envs.task import DIGIT_SIZE, CLUTTER_SIZE, GlimpseTask, digits_that_fit
 
+def indexed_device(device: torch.device | str) -> torch.device:
+    """``device`` with its index: "cuda" is the current CUDA device ("cuda:0" where no GPU can be
+    asked). The one place a device gets its index, so that a generator made on "cuda" (which
+    keeps no index: pytorch issue 58545) and digits moved to "cuda" compare and cache as one device."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        return torch.device("cuda", index)
+    return device
+
+
 # candidate layouts per multi-digit canvas: a canvas whose candidates all overlap (chance
 # 0.39**64 for two digits on 100x100) takes a grid layout that cannot fail
 PLACEMENT_CANDIDATES = 64
@@ -52,7 +63,7 @@ class DigitBank:
     def of(digits, device: torch.device | str = "cpu") -> "DigitBank":
         """The bank of ``digits`` (an ``envs.data.Digits``, numpy) on ``device``: moved there once
         and shared by every env and learner that asks for the same split on the same device."""
-        key = (id(digits.images), str(torch.device(device)))
+        key = (id(digits.images), str(indexed_device(device)))
         held = _BANKS.get(key)
         if held is None or held[0] is not digits.images:  # (holding the array keeps its id unique)
             while len(_BANKS) >= MAX_BANKS:
@@ -133,7 +144,7 @@ def make_canvases(generator: torch.Generator, bank: DigitBank, indices: torch.Te
     (multi-digit canvases) the other digits, then the digit positions.
     """
     device, m = bank.device, len(bank)
-    if generator.device != device:
+    if indexed_device(generator.device) != indexed_device(device):
         raise ValueError(f"the generator is on {generator.device} but the digits are on {device}")
     if n_clutter > 0 and m < 2:
         raise ValueError("clutter needs at least 2 digits in the split (it is cut from *other* digits)")
@@ -268,9 +279,9 @@ class EpisodeEngine:
     """
 
     def __init__(self, task: GlimpseTask, device: torch.device | str = "cpu"):
-        self.task, self.device = task, torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():  # instead of a CUDA driver error
+        if torch.device(device).type == "cuda" and not torch.cuda.is_available():  # instead of a driver error
             raise ValueError(f"device={str(device)!r}: no CUDA GPU is available here; use device='cpu'")
+        self.task, self.device = task, indexed_device(device)
         self.generator = torch.Generator(self.device)
         self._bank: DigitBank | None = None
         self.data_source: str | None = None

@@ -13,6 +13,7 @@ by construction, and then an episode runs from reset to the last step without le
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
-from envs.engine import EpisodeEngine
+from envs.engine import EpisodeEngine, indexed_device
 from envs.spaces import action_space, check_batched_action, observation_space
 from envs.task import GlimpseTask
 
@@ -30,20 +31,21 @@ class ClutteredMNISTVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, render_mode: str | None = None, device: torch.device | str = "cpu",
                  validate: bool = True, **task_kwargs):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        num_envs = int(num_envs)  # numpy integers too
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.task = GlimpseTask(**task_kwargs)
         self.num_envs = num_envs
         self.render_mode = render_mode
-        self.device = torch.device(device)
+        self.device = indexed_device(device)
         self.validate = validate
         self.single_observation_space = observation_space(self.task)
         self.single_action_space = action_space(self.task)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.engine = EpisodeEngine(self.task, self.device)
+        self.engine = EpisodeEngine(self.task, device)  # it names a missing GPU as the user spelled it
         self._generator_seeded = False
         self._needs_reset = True
         self._started = False

@@ -107,3 +107,32 @@ def test_a_cuda_training_step_does_not_synchronise():
         loss.backward()
     finally:
         torch.cuda.set_sync_debug_mode(0)
+
+
+def test_one_place_gives_a_device_its_index_so_cuda_and_cuda_0_are_one_device(monkeypatch):
+    """torch.Generator("cuda") keeps the device "cuda" with no index while tensors moved to "cuda"
+    land on "cuda:0" (pytorch issue 58545): compared as they come, the canvas maker refused its own
+    env's generator. Checked without a GPU: a generator that reports "cuda" against digits that
+    report "cuda:0" must pass the device check (and fail later, on the missing GPU, not on it)."""
+    from types import SimpleNamespace
+
+    from envs.engine import DigitBank, indexed_device, make_canvases
+
+    assert indexed_device("cuda") == indexed_device("cuda:0") == torch.device("cuda", 0)
+    assert indexed_device("cpu") == torch.device("cpu") and indexed_device("cuda:1") == torch.device("cuda", 1)
+    monkeypatch.setattr(DigitBank, "device", property(lambda self: torch.device("cuda", 0)))
+    bank = DigitBank(torch.zeros(4, 28, 28, dtype=torch.uint8), torch.zeros(4, dtype=torch.int64))
+    generator = SimpleNamespace(device=torch.device("cuda"))
+    with pytest.raises(Exception) as caught:
+        make_canvases(generator, bank, torch.arange(2), 60, 4, False)
+    assert "the generator is on" not in str(caught.value)
+    with pytest.raises(ValueError, match="the generator is on cpu but the digits are on cuda:0"):
+        make_canvases(SimpleNamespace(device=torch.device("cpu")), bank, torch.arange(2), 60, 4, False)
+
+
+def test_numpy_integers_are_valid_numbers_of_envs():
+    import gymnasium as gym
+
+    env = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=np.int64(4), vectorization_mode="vector_entry_point",
+                       data_dir="bundled")
+    assert env.num_envs == 4 and type(env.num_envs) is int

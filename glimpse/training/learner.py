@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from envs.data import MNISTSplits
-from envs.engine import CanvasBatch, DigitBank, make_canvases
+from envs.engine import CanvasBatch, DigitBank, indexed_device, make_canvases
 from glimpse.models import Family
 from glimpse.training.config import TrainConfig
 from glimpse.viz import grid, where_it_looks
@@ -70,7 +70,7 @@ class LearnerSetup:
 
     def __init__(self, config: TrainConfig, data: MNISTSplits, device: torch.device | str = "cpu",
                  rank: int = 0, world_size: int = 1):
-        self.config, self.device, self.rank, self.world_size = config, torch.device(device), rank, world_size
+        self.config, self.device, self.rank, self.world_size = config, indexed_device(device), rank, world_size
         self.local_batch = local_batch_size(config.batch_size, world_size)
         self.family = config.family
         self.task = config.task()
