@@ -12,6 +12,8 @@ run started from another checkpoint (``--init-from``) ``earlier_stages``: the ``
 """
 from __future__ import annotations
 
+import errno
+import io
 import os
 import pickle
 import subprocess
@@ -72,13 +74,22 @@ def training_stages(payload: dict) -> list[dict]:
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
     """Write to a temporary file in the same directory, fsync, then rename over ``path``: a kill
-    at any moment leaves either the old or the new checkpoint, never a torn one."""
+    at any moment leaves either the old or the new checkpoint, never a torn one. The checkpoint is
+    serialised in memory first and then written as bytes, so that a failing disk (ENOSPC) arrives
+    as the OSError it is: torch.save writing to a file turns it into a RuntimeError."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    serialised = io.BytesIO()
+    torch.save({"format": FORMAT, **payload}, serialised)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            torch.save({"format": FORMAT, **payload}, handle)
+            data, written = serialised.getbuffer(), 0
+            while written < len(data):  # a short write is not an error by itself: go on until it is
+                count = handle.write(data[written:])
+                if not count:
+                    raise OSError(errno.ENOSPC, "the disk takes no more bytes")
+                written += count
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is meant to be shared

@@ -122,21 +122,43 @@ def test_resume_writes_to_the_directory_given_wherever_the_run_moved(tmp_path, c
 
 
 def test_a_full_disk_stops_the_run_with_the_last_checkpoint_intact(tmp_path, monkeypatch, capsys):
+    """The disk fails as a real one does: the file's write raises ENOSPC (which torch.save, writing
+    to the file itself, would turn into 'RuntimeError: [enforce fail at inline_container.cc] ...')."""
+    import os
+
     runs = tmp_path / "runs"
-    real_save, calls = torch.save, []
+    real_fdopen, calls = os.fdopen, []
 
-    def save(obj, handle, *args, **kwargs):
+    class FullDisk:  # the disk fills up in the middle of the file, after its first writes
+        def __init__(self, handle):
+            self.handle, self.writes = handle, 0
+
+        def write(self, data):
+            self.writes += 1
+            if self.writes > 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.handle.write(data[:16])  # a short write: the rest did not fit
+
+        def __getattr__(self, name):
+            return getattr(self.handle, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+    def fdopen(fd, *args, **kwargs):
         calls.append(1)
-        if len(calls) > 2:  # last.pt at steps 1 and 2 are written, then the disk is full
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_save(obj, handle, *args, **kwargs)
+        handle = real_fdopen(fd, *args, **kwargs)
+        return FullDisk(handle) if len(calls) > 2 else handle  # last.pt at steps 1 and 2, then the disk is full
 
-    monkeypatch.setattr(torch, "save", save)
+    monkeypatch.setattr(os, "fdopen", fdopen)
     argv = [*QUICK, "--run-dir", str(runs), "--run-name", "full", "--max-steps", "5", "--checkpoint-every", "1"]
     assert train.main(argv) == 2
     err = capsys.readouterr().err
     assert "No space left on device" in err and "the previous last.pt is intact" in err and "Traceback" not in err
-    monkeypatch.setattr(torch, "save", real_save)
+    monkeypatch.setattr(os, "fdopen", real_fdopen)
     assert load_checkpoint(runs / "full" / "last.pt")["step"] == 2
     assert not list((runs / "full").glob("*.tmp")) and not list((runs / "full").glob(".*.tmp"))
     # a kill in the middle of a write leaves a temporary file: the next start removes it
