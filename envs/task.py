@@ -32,6 +32,10 @@ TASKS: dict[str, dict] = {
 }
 
 
+# the largest sizes a task may ask for (the env allocates canvases and glimpses by them)
+LIMITS = {"canvas_size": 1024, "n_clutter": 256, "n_glimpses": 64, "n_digits": 16, "context_size": 1024}
+
+
 @dataclass(frozen=True)
 class GlimpseTask:
     """Everything that defines an episode.
@@ -77,6 +81,13 @@ class GlimpseTask:
         positive_int("n_glimpses")
         positive_int("n_digits")
         positive_int("context_size", 0)
+        for name, cap in LIMITS.items():  # sizes with a natural range: every recipe in the docs lies well inside
+            if getattr(self, name) > cap:
+                raise ValueError(f"{name} must be at most {cap}, got {getattr(self, name)}")
+        widest = self.glimpse_size * 2 ** (self.n_scales - 1)
+        if widest > 4 * self.canvas_size:
+            raise ValueError(f"n_scales {self.n_scales}: the widest scale would be {widest} pixels, more than four "
+                             f"{self.canvas_size}-pixel canvases (it would see the canvas as a few pixels)")
         if self.context_size > self.canvas_size:
             raise ValueError(f"context_size {self.context_size} is larger than the canvas ({self.canvas_size})")
         if self.n_digits > 1 and self.centred_digit:

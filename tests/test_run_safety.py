@@ -58,6 +58,17 @@ QUICK = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--ba
     (["--init-from", "/nonexistent/best.pt"], "checkpoint /nonexistent/best.pt does not exist"),
     (["--init-from", str(ROOT / "checkpoints" / "sat-cluttered60.pt")], "holds a sat model; this run trains ram"),
     (["--init-from", str(ROOT / "checkpoints" / "ram-cluttered60.pt")], "its weights do not fit this model"),
+    # sizes with a natural range: refused with the option named, before anything is allocated
+    (["--mode", "soft", "--arch", "draw", "--read-size", "1000"], "read_size must be between 1 and the canvas size"),
+    (["--mode", "soft", "--arch", "draw", "--read-size", "0"], "--read-size must be >= 1"),
+    (["--mode", "soft", "--arch", "draw", "--read-size", "-3"], "--read-size must be >= 1"),
+    (["--n-glimpses", "1000000000"], "--n-glimpses must be at most 64"),
+    (["--hidden-size", "10000000"], "--hidden-size must be at most 8192"),
+    (["--canvas-size", "100000"], "--canvas-size must be at most 1024"),
+    (["--n-scales", "64"], "--n-scales 64: the widest scale would be"),
+    (["--n-scales", "40"], "--n-scales 40: the widest scale would be"),
+    (["--reinforce-samples", "65"], "--reinforce-samples must be at most 64"),
+    (["--run-name", "x" * 300], "--run-name"),
 ])
 def test_a_bad_flag_is_refused_before_anything_is_created(argv, match, tmp_path, capsys):
     runs = tmp_path / "runs"
@@ -65,6 +76,33 @@ def test_a_bad_flag_is_refused_before_anything_is_created(argv, match, tmp_path,
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
     assert not runs.exists(), "a refused start must leave no directory behind"
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--samples", "1000000000"], "--samples must be at most 1000"),
+    (["--seed", "-1"], "--seed must be >= 0"),
+    (["--threads", "5000"], "--threads must be between 1 and 1024"),
+])
+def test_evaluate_refuses_the_sizes_train_py_refuses(argv, match, capsys):
+    from glimpse.commands import evaluate
+
+    assert evaluate.main(["--checkpoint", str(ROOT / "checkpoints" / "ram-cluttered60.pt"), "--data-dir", "bundled",
+                          *argv]) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--budget", "inf"], "--budget must be a number above 0"),
+    (["--seeds", "1000000000"], "--seeds must be at most 100"),
+    (["--runs", str(ROOT / "README.md")], "is a file, not a directory"),
+])
+def test_report_refuses_unbounded_budgets_and_a_runs_file(argv, match, capsys):
+    from glimpse.commands import report
+
+    assert report.main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
 
 
 def test_a_run_dir_that_is_a_file_is_refused(tmp_path, capsys):

@@ -27,7 +27,10 @@ from glimpse.cli import fail
 from envs.data import DataError
 from glimpse.evaluation import compare_checkpoints, evaluate_checkpoint
 from glimpse.checkpoint import CheckpointError
+from glimpse.training.config import MAX_THREADS
 from glimpse.training.distributed import resolve_device
+
+MAX_SAMPLES = 1000  # --samples: sampled trajectories averaged per canvas
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,8 +83,12 @@ def public(result: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        if not 1 <= args.threads <= MAX_THREADS:
+            raise ValueError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
+        if not 0 <= args.seed < 2**32:  # as train.py's --seed
+            raise ValueError(f"--seed must be >= 0 and below 2**32, got {args.seed}")
+        if args.samples > MAX_SAMPLES:
+            raise ValueError(f"--samples must be at most {MAX_SAMPLES} trajectories per canvas, got {args.samples}")
         torch.set_num_threads(args.threads)
         options = dict(images_file=args.images, split=args.split, data_dir=args.data_dir, samples=args.samples,
                        seed=args.seed, batch_size=args.batch_size, canvas_seed=args.canvas_seed, limit=args.limit,

@@ -17,6 +17,7 @@ run failed, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -31,6 +32,9 @@ from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_CO
                                        sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
 from glimpse.checkpoint import CheckpointError
+
+MAX_SEEDS = 100  # training seeds per model
+MAX_BUDGET = 1000  # times the epochs of every model
 
 
 
@@ -111,8 +115,13 @@ def check(args) -> None:
     for name in ("seeds", "jobs", "threads", "grad_batches", "speed_steps"):
         if getattr(args, name) < (2 if name == "grad_batches" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'grad_batches' else 1}")
-    if not args.budget > 0 or args.max_steps < 0:
-        raise ValueError("--budget must be > 0 and --max-steps >= 0")
+    if args.seeds > MAX_SEEDS:
+        raise ValueError(f"--seeds must be at most {MAX_SEEDS} (each seed trains every model), got {args.seeds}")
+    if not (math.isfinite(args.budget) and 0 < args.budget <= MAX_BUDGET) or args.max_steps < 0:
+        raise ValueError(f"--budget must be a number above 0 and at most {MAX_BUDGET}, and --max-steps >= 0 "
+                         f"(got --budget {args.budget}, --max-steps {args.max_steps})")
+    if args.runs.exists() and not args.runs.is_dir():
+        raise ValueError(f"--runs {args.runs} is a file, not a directory")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,9 @@ class DRAWConfig:
             raise ValueError(f"attention_into_core must be in [0, 1], got {self.attention_into_core}")
         if not 0 <= self.min_sigma_strides < 0.5:
             raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {self.min_sigma_strides}")
+        if not 1 <= self.read_size <= self.canvas_size:  # a read is no larger than the canvas it reads
+            raise ValueError(f"read_size must be between 1 and the canvas size ({self.canvas_size}), "
+                             f"got {self.read_size}")
 
     def to_dict(self) -> dict:
         return asdict(self)

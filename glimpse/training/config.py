@@ -21,6 +21,8 @@ ARCH_ALIASES = {"soft_arch": "soft", "full_arch": "full"}
 PRESETS = TASKS
 MAX_BATCH = 60_000  # MNIST's training digits: no batch can be larger (the loaded split is checked too)
 MAX_THREADS = 1024
+MAX_NAME_BYTES = 200  # --run-name: file systems take 255 bytes per name
+MAX_HIDDEN = 8192  # --hidden-size: the recipes use 256
 # Options of earlier versions whose experiments are over (their findings are in docs/), with the
 # value that behaves as this version does: a run or checkpoint that used them at that value loads.
 REMOVED_OPTIONS = {"learn_std": False, "location_hidden": 0, "reinforce_weight": 1.0, "baseline_weight": 1.0,
@@ -184,6 +186,8 @@ class GeneralOptions:
         if self.train_shift >= self.canvas_size // 2:
             raise ValueError(f"--train-shift {self.train_shift} would move a {self.canvas_size}x{self.canvas_size} "
                              f"canvas by half its width or more: at most {(self.canvas_size - 1) // 2}")
+        if self.hidden_size > MAX_HIDDEN:
+            raise ValueError(f"--hidden-size must be at most {MAX_HIDDEN}, got {self.hidden_size}")
         if self.threads > MAX_THREADS:
             raise ValueError(f"--threads {self.threads} is more than this library allows ({MAX_THREADS})")
 
@@ -194,6 +198,8 @@ class GeneralOptions:
             return
         if not name or name in (".", "..") or any(sep in name for sep in ("/", "\\", os.sep)) or "\0" in name:
             raise ValueError(f"--run-name must be a plain name (no path separators, not '.' or '..'), got {name!r}")
+        if len(name.encode()) > MAX_NAME_BYTES:  # what a file system takes for one name, with room for a suffix
+            raise ValueError(f"--run-name must be at most {MAX_NAME_BYTES} bytes, got {len(name.encode())}")
 
     @property
     def family(self) -> Family:
