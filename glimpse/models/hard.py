@@ -26,6 +26,7 @@ from torch import nn
 from envs.task import GlimpseTask
 from glimpse.models.episodes import Rollout, play_canvases, run_episodes
 from glimpse.models.registry import Attention, Family, Look, Option
+from glimpse.models.schedules import annealed
 
 __all__ = ["HardFamily", "Rollout"]
 
@@ -110,28 +111,45 @@ class HardFamily(Family):
         return text
 
     # ------------------------------------------------------------------ training
+    def schedule(self, model: nn.Module, config, progress: float) -> dict[str, float]:
+        return anneal_policy_std(self, model, config, progress)
+
     def set_policy_std(self, model: nn.Module, std: float) -> None:
         """Set the fixed std of the location policy (the trainer anneals it: --location-std-final)."""
         model.location_policy.fixed_std = std
 
     # ------------------------------------------------------------------ costs
     def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
-        """T * k * g * g glimpse values; canvas pixels under the widest box of each glimpse
-        (``g * 2**(k-1)`` wide, an upper bound at the edges: the finer scales lie inside it), times
-        T = glimpses per digit x digits. g, k, T come from the task, which defines the episodes. A
-        context view of side s adds s * s values and the whole canvas."""
+        """:func:`retina_pixels_read` of the task, with the model's context view; the model's
+        sensor must be the task's."""
         config = self.config(model_config)
-        g, k = int(task["glimpse_size"]), int(task["n_scales"])
-        for name, value in (("glimpse_size", g), ("n_scales", k), ("n_glimpses", int(task["n_glimpses"]))):
-            if getattr(config, name) != value:
-                raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={value}")
-        size = int(task["canvas_size"])
-        t = GlimpseTask(**task).episode_length
-        widest = min(g * 2 ** (k - 1), size)
-        context = config.context_size  # a context view averages every pixel of the canvas once
-        return {"sensor_values": t * k * g * g + context * context,
-                "canvas_pixels_touched": t * widest * widest + (size * size if context else 0),
-                "input_pixels": size * size}
+        for name in ("glimpse_size", "n_scales", "n_glimpses"):
+            if getattr(config, name) != int(task[name]):
+                raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={task[name]}")
+        return retina_pixels_read(task, config.context_size)
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.location_policy.mean
+
+
+def anneal_policy_std(family, model: nn.Module, config, progress: float) -> dict[str, float]:
+    """Anneal the fixed std of ``model``'s location policy from --location-std to
+    --location-std-final on the learning rate's cosine (nothing when the final std is 0)."""
+    if not config.location_std_final:
+        return {}
+    std = annealed(config.location_std, config.location_std_final, progress)
+    family.set_policy_std(model, std)
+    return {"train/location_std": std}
+
+
+def retina_pixels_read(task: dict, context_size: int) -> dict[str, int]:
+    """What a retina's episodes read per image: T * k * g * g glimpse values; canvas pixels under
+    the widest box of each glimpse (``g * 2**(k-1)`` wide, an upper bound at the edges: the finer
+    scales lie inside it), times T = glimpses per digit x digits. A context view of side s adds
+    s * s values and the whole canvas."""
+    g, k, size = int(task["glimpse_size"]), int(task["n_scales"]), int(task["canvas_size"])
+    t = GlimpseTask(**task).episode_length
+    widest = min(g * 2 ** (k - 1), size)
+    return {"sensor_values": t * k * g * g + context_size * context_size,
+            "canvas_pixels_touched": t * widest * widest + (size * size if context_size else 0),
+            "input_pixels": size * size}

@@ -195,6 +195,19 @@ class Family:
         return "deterministic"
 
     # ------------------------------------------------------------------ training
+    def schedule(self, model: nn.Module, config, progress: float) -> dict[str, float]:
+        """Set what changes over the run besides the learning rate at ``progress`` (0..1); returns
+        the values as scalars to log (TensorBoard names). Default: nothing."""
+        return {}
+
+    def training_forward(self, forward, images: torch.Tensor, generator: torch.Generator, rows: slice,
+                         n_global: int) -> dict:
+        """The model's outputs on this process's rows ``rows`` of the global batch of ``n_global``
+        training canvases (images (B, 1, H, W)); randomness a family's training forward needs is
+        drawn for the whole global batch from ``generator`` (seeded by the step) and sliced, so a
+        run resumes exactly and N processes take the steps of one. Default: ``forward(images)``."""
+        return forward(images)
+
     def training_terms(self, look: Look, config) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         """Loss terms beyond cross-entropy (None: none) and detached metrics, for backprop training."""
         return None, {}

@@ -11,7 +11,7 @@ from glimpse.losses import digit_returns, hybrid_loss
 from glimpse.inference import read_right
 from glimpse.models.episodes import episode_env
 from glimpse.training.config import TrainConfig
-from glimpse.training.learner import LearnerSetup, cosine, training_canvases
+from glimpse.training.learner import LearnerSetup, training_canvases
 
 
 class HardAttentionLearner(LearnerSetup):
@@ -23,15 +23,6 @@ class HardAttentionLearner(LearnerSetup):
         # the trainer's actions are valid by construction: validate=False keeps episodes on the device
         # (it plays the canvases given to it, drawn from the training digits: it loads no digits itself)
         self.env = episode_env(self.task, self.local_batch * self.samples, self.device, validate=False)
-
-    def schedule(self, progress: float) -> dict[str, float]:
-        """Anneal the fixed policy std (--location-std-final) on the learning rate's cosine."""
-        if not self.config.location_std_final:
-            return {}
-        start, end = self.config.location_std, self.config.location_std_final
-        std = end + (start - end) * cosine(progress)
-        self.family.set_policy_std(self.model, std)
-        return {"train/location_std": std}
 
     def loss(self, indices: np.ndarray, step_seed: int):
         """``indices`` is the global minibatch; this process plays episodes on its contiguous slice.

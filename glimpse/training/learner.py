@@ -7,7 +7,6 @@ trains the full-image baselines).
 """
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
 import numpy as np
@@ -58,11 +57,6 @@ def shifted(batch: CanvasBatch, generator: torch.Generator, shift: int) -> Canva
     return CanvasBatch(moved, batch.labels, xy)
 
 
-def cosine(progress: float) -> float:
-    """1 at the start of the run (progress 0), 0 at its end (progress 1), half a cosine between."""
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, progress))))
-
-
 class LearnerSetup:
     """What every learner sets up alike: this process's share of the global batch, the task, the
     family's model on ``device``, the training digits moved there once, and the generator every
@@ -79,6 +73,10 @@ class LearnerSetup:
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
         self.train_digits = DigitBank.of(data.train, self.device)
         self.generator = torch.Generator(self.device)
+
+    def schedule(self, progress: float) -> dict[str, float]:
+        """What the family changes over the run besides the learning rate (a policy's std)."""
+        return self.family.schedule(self.model, self.config, progress)
 
 
 class Learner(Protocol):

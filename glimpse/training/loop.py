@@ -29,7 +29,8 @@ from glimpse.training.callbacks import (Checkpoints, CheckpointWriteError, Diver
                                         TrainingDiverged, Validation, accuracy, write_checkpoint)
 from glimpse.training.config import TrainConfig
 from glimpse.training.hard import HardAttentionLearner
-from glimpse.training.learner import Learner, cosine
+from glimpse.models.schedules import cosine
+from glimpse.training.learner import Learner
 from glimpse.training.rundir import RunDirectory
 from glimpse.training.soft import BackpropLearner
 from glimpse.training.state import RunState, StepResult

@@ -16,9 +16,6 @@ from glimpse.training.learner import LearnerSetup, training_canvases
 class BackpropLearner(LearnerSetup):
     """Cross-entropy (one term per digit) plus the family's own terms, backpropagated through the model."""
 
-    def schedule(self, progress: float) -> dict[str, float]:
-        return {}  # nothing but the learning rate changes over a backprop run
-
     def loss(self, indices: np.ndarray, step_seed: int):
         """The canvases of the whole global minibatch ``indices`` from the step's seed; this
         process trains on its contiguous slice (so N processes match one with the same batch)."""
@@ -27,7 +24,8 @@ class BackpropLearner(LearnerSetup):
                                   config.train_shift)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
         labels = batch.labels[lo:hi]  # (B,) or (B, K) digits in reading order
-        outputs = self.forward(canvases_to_tensor(batch.images[lo:hi], self.device))
+        outputs = self.family.training_forward(self.forward, canvases_to_tensor(batch.images[lo:hi], self.device),
+                                               self.generator, slice(lo, hi), len(indices))
         look = Look(outputs["logits"], None, outputs)
         logits = look.logits  # (B, C) or (B, K, C): each digit its own cross-entropy term
         classification = F.cross_entropy(logits.flatten(0, -2), labels.flatten())

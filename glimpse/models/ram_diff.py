@@ -1,0 +1,158 @@
+"""The estimator control: RAM with a differentiable retina, trained by backpropagation.
+
+RAM differs from DRAW's read and the Spatial Transformer in two ways at once: it reads a few
+pixels, and it learns where to look by REINFORCE. This family keeps the first and changes the
+second. It has RAM's sensor (the same glimpse scales and sizes, read by
+:func:`glimpse.models.diff_retina.read_glimpses`, continuous in the location), RAM's glimpse
+network, core, Gaussian location policy and classifier, and learns where to look from the
+classification loss alone, through the glimpses:
+
+- ``location_gradient="reparameterised"``: the same Gaussian policy and noise schedule as RAM
+  (``--location-std``, annealed to ``--location-std-final``), each location ``mean + std * noise``
+  in training with the gradient through the sampled location: the same policy, another gradient;
+- ``location_gradient="deterministic"``: locations are the policy mean, trained by backpropagation.
+
+Evaluation follows the mean, as RAM's does. Honest differences from RAM:
+
+- RAM's retina rounds each box to whole pixels, so the two read the same only where a box's
+  origin falls on a whole pixel (tests/test_ram_diff.py checks that they do there);
+- the gradient comes only from box edges that cross ink;
+- the loop state -> location -> glimpse -> state is the one that blew up for DRAW on 100x100, so
+  ``attention_into_core`` (DRAW's damping knob) scales the gradient from the location head into
+  the core state;
+- the glimpse network's "where" input is detached, as in RAM: the location learns only through
+  what the sensor reads there;
+- the first glimpse is at the centre (a random first location is RAM's, not this family's).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from glimpse.models.diff_retina import integral_image, read_glimpses
+from glimpse.models.gradients import scale_gradient
+from glimpse.models.hard import anneal_policy_std, retina_pixels_read
+from glimpse.models.ram.classifier import Classifier
+from glimpse.models.ram.core import CORES, REST
+from glimpse.models.ram.glimpse_network import GlimpseNetwork
+from glimpse.models.ram.location import LocationPolicy
+from glimpse.models.registry import Attention, Family, Option, register
+
+LOCATION_GRADIENTS = ("reparameterised", "deterministic")
+
+
+@dataclass
+class RetinaRAMConfig:
+    canvas_size: int = 60
+    glimpse_size: int = 12
+    n_scales: int = 3
+    n_glimpses: int = 6
+    hidden_size: int = 256
+    core: str = "lstm"
+    glimpse_net: str = "conv"
+    location_std: float = 0.15
+    location_gradient: str = "reparameterised"
+    attention_into_core: float = 1.0
+    n_classes: int = 10
+
+    def __post_init__(self):
+        if self.location_gradient not in LOCATION_GRADIENTS:
+            raise ValueError(f"location_gradient must be one of {LOCATION_GRADIENTS}, got {self.location_gradient!r}")
+        if self.core not in CORES:
+            raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
+        if not 0 <= self.attention_into_core <= 1:
+            raise ValueError(f"attention_into_core must be in [0, 1], got {self.attention_into_core}")
+        if self.glimpse_net == "conv" and self.glimpse_size % 4:
+            raise ValueError(f"glimpse_net='conv' pools twice by 2: glimpse_size must be divisible by 4, "
+                             f"got {self.glimpse_size}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DifferentiableRetinaRAM(nn.Module):
+    """images (B, 1, H, W) in [0, 1] (+ ``noise`` (B, T-1, 2), standard normal, in training with
+    the reparameterised gradient) -> dict of ``logits`` (B, C) and ``locations`` (B, T, 2)."""
+
+    def __init__(self, config: RetinaRAMConfig):
+        super().__init__()
+        self.config = c = config
+        self.glimpse_network = GlimpseNetwork(c.n_scales, c.glimpse_size, 128, 128, c.hidden_size, what=c.glimpse_net)
+        self.core = CORES[c.core](c.hidden_size, c.hidden_size)
+        self.location_policy = LocationPolicy(c.hidden_size, c.location_std)
+        self.classifier = Classifier(c.hidden_size, c.n_classes)
+
+    def forward(self, images: torch.Tensor, noise: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        c = self.config
+        if images.dim() != 4 or tuple(images.shape[1:]) != (1, c.canvas_size, c.canvas_size):
+            raise ValueError(f"images must be (B, 1, {c.canvas_size}, {c.canvas_size}), got {tuple(images.shape)}")
+        ii = integral_image(images[:, 0])
+        location = images.new_zeros(len(images), 2)  # the first glimpse at the centre
+        state, locations = REST, [location]
+        for t in range(c.n_glimpses):
+            glimpse = read_glimpses(ii, location, c.glimpse_size, c.n_scales)
+            h, state = self.core(self.glimpse_network(glimpse, location.detach()), state)
+            if t == c.n_glimpses - 1:
+                break
+            mean, std = self.location_policy(scale_gradient(h, c.attention_into_core))
+            sampled = noise is not None and c.location_gradient == "reparameterised"
+            location = (mean + std * noise[:, t] if sampled else mean).clamp(-1.0, 1.0)
+            locations.append(location)
+        return {"logits": self.classifier(h), "locations": torch.stack(locations, 1)}
+
+
+@register
+class RetinaRAMFamily(Family):
+    name = "ram-diff"
+    title = "RAM, differentiable retina (soft)"
+    mode = "soft"
+    Config = RetinaRAMConfig
+    Model = DifferentiableRetinaRAM
+    options = ("glimpse_size", "n_scales", "n_glimpses", "core", "glimpse_net", "hidden_size", "location_std",
+               "location_std_final", "location_gradient", "attention_into_core")
+    own_options = {"location_gradient": Option(
+        "reparameterised", "how the location learns: reparameterised, RAM's Gaussian policy sampled in training "
+        "with the gradient through the sampled location; deterministic, the policy mean, by backpropagation",
+        LOCATION_GRADIENTS)}
+    report_epochs = 20
+    quick_recipe = {"preset": "mnist28", "epochs": 3, "batch_size": 64, "lr": 3e-3}
+    converged_recipe = {"core": "lstm", "glimpse_net": "conv", "location_std": 0.25, "location_std_final": 0.1}
+    converged_epochs = 80  # RAM's
+    attention_module_text = "the location policy's mean head"
+
+    def model_config(self, config) -> dict:
+        if config.first_location != "centre":
+            raise ValueError("the differentiable retina's first glimpse is at the centre (--first-location centre)")
+        return RetinaRAMConfig(
+            canvas_size=config.canvas_size, glimpse_size=config.glimpse_size, n_scales=config.n_scales,
+            n_glimpses=config.n_glimpses, hidden_size=config.hidden_size, core=config.core,
+            glimpse_net=config.glimpse_net, location_std=config.location_std_final or config.location_std,
+            location_gradient=config.location_gradient, attention_into_core=config.attention_into_core).to_dict()
+
+    def training_forward(self, forward, images, generator, rows, n_global):
+        model = forward.module if hasattr(forward, "module") else forward
+        if model.config.location_gradient == "deterministic":
+            return forward(images)
+        noise = torch.randn((n_global, model.config.n_glimpses - 1, 2), generator=generator, device=images.device)
+        return forward(images, noise[rows])
+
+    def schedule(self, model, config, progress):
+        return anneal_policy_std(self, model, config, progress)
+
+    def set_policy_std(self, model: nn.Module, std: float) -> None:
+        model.location_policy.fixed_std = std
+
+    def attention(self, outputs: dict, task: dict) -> Attention:
+        """Each glimpse's centre, and its k boxes (not snapped to pixels: the read is continuous)."""
+        locations = outputs["locations"]
+        widths = torch.tensor([task["glimpse_size"] * 2**s for s in range(task["n_scales"])], dtype=locations.dtype)
+        return Attention(locations, widths.to(locations.device).expand(*locations.shape[:2], -1))
+
+    def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
+        """As RAM's retina counts them (T * k * g * g values; the canvas under the widest boxes)."""
+        return retina_pixels_read(task, 0)
+
+    def attention_module(self, model: nn.Module) -> nn.Module:
+        return model.location_policy.mean

@@ -1,0 +1,80 @@
+"""The estimator control: RAM's retina read differentiably in the location, and the family that
+learns where to look through it by backpropagation."""
+import pytest
+import torch
+
+from envs.retina import extract_glimpses, integral_images
+from glimpse.models import get_family
+from glimpse.models.diff_retina import integral_image, read_glimpses
+from glimpse.models.ram_diff import DifferentiableRetinaRAM, RetinaRAMConfig
+
+
+def canvases(n=4, size=60, seed=0):
+    return torch.randint(0, 256, (n, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("glimpse_size,n_scales", [(12, 3), (12, 4), (8, 1)])
+def test_where_box_origins_are_whole_pixels_it_reads_what_the_retina_reads(glimpse_size, n_scales):
+    """Centres on whole pixels put every box's origin on a whole pixel (half widths are whole:
+    g * 2**s / 2), where the retina's rounding changes nothing; edges and corners included."""
+    images = canvases()
+    pixels = torch.tensor([[30.0, 30.0], [5.0, 57.0], [0.0, 12.0], [60.0, 3.0]])
+    locations = pixels * (2 / 60) - 1
+    theirs = extract_glimpses(integral_images(images), locations, glimpse_size, n_scales)
+    ours = read_glimpses(integral_image(images.double() / 255), locations.double(), glimpse_size, n_scales)
+    # float32 locations place the centres within ~1e-6 pixel of the whole pixel: cells agree to ~1e-5
+    torch.testing.assert_close(ours, theirs.double(), rtol=0, atol=1e-5)
+
+
+def test_its_derivative_in_the_location_is_the_finite_difference_off_the_pixel_grid():
+    """float64, points off the pixel grid, a step far under a pixel (1e-6 of half the canvas)."""
+    ii = integral_image(canvases(3).double() / 255)
+    locations = torch.tensor([[0.137, -0.4213], [0.7101, 0.3333], [-0.95, 0.051]], dtype=torch.float64)
+    weights = torch.randn(3, 3, 12, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+
+    def f(where):
+        return (read_glimpses(ii, where, 12, 3) * weights).sum()
+
+    where = locations.clone().requires_grad_(True)
+    f(where).backward()
+    step, numeric = 1e-6, torch.zeros_like(locations)
+    for i in range(3):
+        for j in range(2):
+            delta = torch.zeros_like(locations)
+            delta[i, j] = step
+            numeric[i, j] = (f(locations + delta) - f(locations - delta)) / (2 * step)
+    torch.testing.assert_close(where.grad, numeric, rtol=1e-6, atol=1e-8)
+    assert where.grad.abs().min() > 0  # these boxes cross ink: the location gets a gradient
+
+
+def test_a_blank_canvas_gives_the_location_no_gradient():
+    """The gradient comes only from box edges that cross ink."""
+    where = torch.tensor([[0.1, 0.2]], dtype=torch.float64, requires_grad=True)
+    read_glimpses(integral_image(torch.zeros(1, 60, 60, dtype=torch.float64)), where, 12, 3).sum().backward()
+    assert torch.equal(where.grad, torch.zeros_like(where))
+
+
+@pytest.mark.parametrize("how", ["reparameterised", "deterministic"])
+def test_the_classification_loss_reaches_the_location_head_through_the_glimpses(how):
+    torch.manual_seed(0)
+    model = DifferentiableRetinaRAM(RetinaRAMConfig(location_gradient=how))
+    images = canvases(8).float()[:, None] / 255
+    noise = torch.randn(8, 5, 2)
+    out = model(images, noise)
+    torch.nn.functional.cross_entropy(out["logits"], torch.arange(8) % 10).backward()
+    assert model.location_policy.mean.weight.grad.abs().sum() > 0
+    mean_only = model(images)["locations"]  # evaluation follows the mean
+    assert torch.equal(out["locations"], mean_only) == (how == "deterministic")
+    assert out["locations"].shape == (8, 6, 2) and torch.all(out["locations"][:, 0] == 0)
+
+
+def test_it_is_a_soft_family_with_ram_s_sensor_and_reading_cost():
+    family, ram = get_family("ram-diff"), get_family("ram")
+    assert family.mode == "soft" and "differentiable retina" in family.title
+    task = {"canvas_size": 60, "n_clutter": 4, "centred_digit": False, "glimpse_size": 12, "n_scales": 3,
+            "n_glimpses": 6, "first_location": "centre"}
+    ram_config = ram.model_config(type("C", (), {**{k: v for k, v in task.items()}, "hidden_size": 256, "core": "lstm",
+                                                 "glimpse_net": "conv", "location_std": 0.15, "location_std_final": 0,
+                                                 "reinforce_into_core": 0.1, "random_glimpses": False,
+                                                 "context_size": 0})())
+    assert family.pixels_read(task, {}) == ram.pixels_read(task, ram_config)
