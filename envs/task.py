@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
 
 from envs.data import SPLITS
 
@@ -84,10 +83,6 @@ class GlimpseTask:
         for name, cap in LIMITS.items():  # sizes with a natural range: every recipe in the docs lies well inside
             if getattr(self, name) > cap:
                 raise ValueError(f"{name} must be at most {cap}, got {getattr(self, name)}")
-        widest = self.glimpse_size * 2 ** (self.n_scales - 1)
-        if widest > 4 * self.canvas_size:
-            raise ValueError(f"n_scales {self.n_scales}: the widest scale would be {widest} pixels, more than four "
-                             f"{self.canvas_size}-pixel canvases (it would see the canvas as a few pixels)")
         if self.context_size > self.canvas_size:
             raise ValueError(f"context_size {self.context_size} is larger than the canvas ({self.canvas_size})")
         if self.n_digits > 1 and self.centred_digit:
@@ -103,19 +98,15 @@ class GlimpseTask:
             raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
         if self.first_location not in FIRST_LOCATIONS:
             raise ValueError(f"first_location must be one of {FIRST_LOCATIONS}, got {self.first_location!r}")
+        widest = self.glimpse_size * 2 ** (self.n_scales - 1)
+        if widest > 4 * self.canvas_size:
+            raise ValueError(f"n_scales {self.n_scales}: the widest scale would be {widest} pixels, more than four "
+                             f"{self.canvas_size}-pixel canvases (it would see the canvas as a few pixels)")
 
     @property
     def episode_length(self) -> int:
         """Steps (glimpses) per episode: ``n_glimpses`` for each digit."""
         return self.n_glimpses * self.n_digits
-
-    def blank_labels(self, n: int) -> np.ndarray:
-        """(n,) or (n, n_digits) int64 zeros: a label action for steps whose label is not judged."""
-        return np.zeros((n, self.n_digits) if self.n_digits > 1 else (n,), np.int64)
-
-    @property
-    def scale_widths(self) -> list[int]:
-        return [self.glimpse_size * 2**s for s in range(self.n_scales)]
 
     def to_dict(self) -> dict:
         return asdict(self)

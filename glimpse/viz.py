@@ -23,15 +23,6 @@ from envs.render import (  # noqa: F401 - re-exported: the pictures' building bl
 )
 
 
-def draw_filterbank_path(canvas, centres, extents, upscale: int = 4, labels: bool | None = None) -> np.ndarray:
-    """DRAW: where the read filterbank was, step by step: ``centres`` (T, 2) unit (x, y) of the
-    grid centres, ``extents`` (T,) grid widths in canvas pixels (N * stride). See :func:`draw_box_path`."""
-    extents = _np(extents).reshape(-1)
-    if len(extents) != len(_np(centres).reshape(-1, 2)):
-        raise ValueError(f"need one extent per centre, got {len(extents)} extents for {len(_np(centres)) } centres")
-    return draw_box_path(canvas, centres, extents[:, None], upscale, labels)
-
-
 def draw_attention(canvas, attention, label=None, prediction=None, upscale: int = 4,
                    compact: bool = False) -> np.ndarray:
     """One canvas and where a model looked on it: ``attention`` is one item of a batch's

@@ -5,8 +5,8 @@ import torch
 from envs.coords import pixels_to_unit
 from envs.retina import extract_glimpses, integral_images
 from glimpse.viz import (
+    draw_box_path,
     PAD,
-    draw_filterbank_path,
     draw_glimpse_path,
     glimpse_strip,
     glimpse_tile,
@@ -106,7 +106,7 @@ def test_locations_on_the_border_are_clipped_not_raised(upscale):
     for rows, cols in [(slice(0, edge), slice(0, edge)), (slice(-edge, None), slice(-edge, None)),
                        (slice(0, edge), slice(-edge, None)), (slice(-edge, None), slice(0, edge))]:
         assert drawn[rows, cols].any()
-    out = draw_filterbank_path(np.zeros((20, 20)), corners, np.full(5, 30.0), upscale=upscale)
+    out = draw_box_path(np.zeros((20, 20)), corners, np.full((5, 1), 30.0), upscale=upscale)  # one box a step
     assert out.shape == (3, 20 * upscale, 20 * upscale)
 
 
@@ -117,16 +117,14 @@ def test_readable_picture_has_the_canvas_size_for_many_steps():
     assert out.shape == (3, 240, 240) and out.dtype == np.uint8
 
 
-def test_filterbank_box_and_checks():
+def test_one_box_per_step_as_drawn_for_a_filterbank_or_a_crop():
     canvas = np.zeros((20, 20), np.uint8)
-    out = draw_filterbank_path(canvas, np.array([[0.0, 0.0]]), np.array([8.0]), upscale=1)
+    out = draw_box_path(canvas, np.array([[0.0, 0.0]]), np.array([[8.0]]), upscale=1)
     assert out.shape == (3, 20, 20) and out.dtype == np.uint8
     expected = square_mask((20, 20), 6, 6, 8) | square_mask((20, 20), 9, 9, 3, filled=True)
     np.testing.assert_array_equal(coloured(out), expected)
-    out = draw_filterbank_path(canvas, np.array([[0.1, -0.3], [0.2, 0.4]]), np.array([5.3, 2.2]), upscale=4)
+    out = draw_box_path(canvas, np.array([[0.1, -0.3], [0.2, 0.4]]), np.array([[5.3], [2.2]]), upscale=4)
     assert out.shape == (3, 80, 80)
-    with pytest.raises(ValueError):
-        draw_filterbank_path(canvas, np.zeros((3, 2)), np.ones(2))
 
 
 def test_glimpse_tile_pastes_finer_scales_over_the_centre():

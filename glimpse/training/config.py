@@ -27,7 +27,8 @@ MAX_HIDDEN = 8192  # --hidden-size: the recipes use 256
 # value that behaves as this version does: a run or checkpoint that used them at that value loads.
 REMOVED_OPTIONS = {"learn_std": False, "location_hidden": 0, "reinforce_weight": 1.0, "baseline_weight": 1.0,
                    "draw_sigma": "pixels", "draw_min_sigma": 0.0, "optimizer": "adam", "momentum": 0.9,
-                   "weight_decay": 0.0, "lr_schedule": "cosine"}
+                   "weight_decay": 0.0, "lr_schedule": "cosine",
+                   "train_shift": 0}
 
 
 def _opt(default, help: str, choices=None):
@@ -73,9 +74,6 @@ class GeneralOptions:
     batch_size: int = _opt(128, "images per step (hard: the number of parallel envs); under torchrun the global "
                            "batch, split evenly over the processes")
     epochs: int = _opt(5, "passes over the training digits (fresh clutter every time)")
-    train_shift: int = _opt(0, "training canvases only: move each canvas by a random whole number of pixels "
-                            "up to this far along x and y, fresh every time (augmentation for the centred "
-                            "digits of --centred-digit; the validation and test canvases stay as they are)")
     init_from: str | None = _opt(None, "start from the weights of this checkpoint, a model of the same family and "
                                  "sizes trained on any task (a one-digit reader to learn two digits, say); the "
                                  "optimizer, schedule and step count start afresh (default: random initial weights)")
@@ -164,7 +162,7 @@ class GeneralOptions:
                      "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{flag(name)} must be >= 1, got {getattr(self, name)}")
-        for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed", "train_shift"):
+        for name in ("threads", "max_steps", "warmup_steps", "val_every", "image_every", "seed"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{flag(name)} must be >= 0, got {getattr(self, name)}")
         for name in ("lr",):
@@ -179,13 +177,6 @@ class GeneralOptions:
             name = "batch_size" if self.batch_size > MAX_BATCH else "eval_batch_size"
             raise ValueError(f"{flag(name)} {getattr(self, name)} is more than MNIST has training digits "
                              f"({MAX_BATCH})")
-        if self.train_shift and not self.centred_digit:
-            raise ValueError(f"--train-shift {self.train_shift} is for centred digits (--centred-digit, the mnist28 "
-                             "preset): elsewhere digits already lie anywhere, and a shift would cut off those at "
-                             "the edge")
-        if self.train_shift >= self.canvas_size // 2:
-            raise ValueError(f"--train-shift {self.train_shift} would move a {self.canvas_size}x{self.canvas_size} "
-                             f"canvas by half its width or more: at most {(self.canvas_size - 1) // 2}")
         if self.hidden_size > MAX_HIDDEN:
             raise ValueError(f"--hidden-size must be at most {MAX_HIDDEN}, got {self.hidden_size}")
         if self.threads > MAX_THREADS:

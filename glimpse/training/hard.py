@@ -36,7 +36,7 @@ class HardAttentionLearner(LearnerSetup):
         generator = self.generator.manual_seed(step_seed)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
         first = first_locations(generator, len(indices), self.task["first_location"])
-        batch = training_canvases(self.train_digits, generator, indices, self.task, self.config.train_shift)
+        batch = training_canvases(self.train_digits, generator, indices, self.task)
         k = self.samples
 
         def noise(mean: torch.Tensor) -> torch.Tensor:

@@ -30,31 +30,11 @@ def local_batch_size(batch_size: int, world_size: int) -> int:
     return batch_size // world_size
 
 
-def training_canvases(bank: DigitBank, generator: torch.Generator, indices: np.ndarray, task: dict,
-                      shift: int = 0) -> CanvasBatch:
+def training_canvases(bank: DigitBank, generator: torch.Generator, indices: np.ndarray, task: dict) -> CanvasBatch:
     """The canvases of the global minibatch ``indices`` (digits of ``bank``), drawn by the task's
-    recipe on the bank's device from ``generator`` (seeded by the step); ``shift`` > 0 (--train-shift)
-    then moves each whole canvas by a random whole number of pixels in [-shift, shift] each way."""
-    batch = make_canvases(generator, bank, torch.as_tensor(indices).to(bank.device, non_blocking=True),
-                          task["canvas_size"], task["n_clutter"], task["centred_digit"], task.get("n_digits", 1))
-    return shifted(batch, generator, shift) if shift else batch
-
-
-def shifted(batch: CanvasBatch, generator: torch.Generator, shift: int) -> CanvasBatch:
-    """Each canvas of ``batch`` (N, S, S) moved by its own random offset in [-shift, shift] pixels
-    along x and y, drawn from ``generator``; what moves out is lost and what comes in is 0. Batched:
-    one gather from the zero-padded canvases. ``digit_xy`` moves with the digit (it may leave the
-    canvas by up to ``shift``)."""
-    images = batch.images
-    n, size = images.shape[0], images.shape[-1]
-    offset = torch.randint(-shift, shift + 1, (n, 2), generator=generator, device=images.device)  # (N, 2) x, y
-    padded = nn.functional.pad(images, (shift, shift, shift, shift))  # (N, S + 2s, S + 2s)
-    span = torch.arange(size, device=images.device)
-    rows = (shift - offset[:, 1, None] + span)[:, :, None]  # (N, S, 1): source row of each target row
-    cols = (shift - offset[:, 0, None] + span)[:, None, :]  # (N, 1, S)
-    moved = padded[torch.arange(n, device=images.device)[:, None, None], rows, cols]
-    xy = batch.digit_xy + (offset[:, None] if batch.digit_xy.dim() == 3 else offset)
-    return CanvasBatch(moved, batch.labels, xy)
+    recipe on the bank's device from ``generator`` (seeded by the step)."""
+    return make_canvases(generator, bank, torch.as_tensor(indices).to(bank.device, non_blocking=True),
+                         task["canvas_size"], task["n_clutter"], task["centred_digit"], task.get("n_digits", 1))
 
 
 class LearnerSetup:

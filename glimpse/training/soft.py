@@ -20,8 +20,7 @@ class BackpropLearner(LearnerSetup):
         """The canvases of the whole global minibatch ``indices`` from the step's seed; this
         process trains on its contiguous slice (so N processes match one with the same batch)."""
         config = self.config
-        batch = training_canvases(self.train_digits, self.generator.manual_seed(step_seed), indices, self.task,
-                                  config.train_shift)
+        batch = training_canvases(self.train_digits, self.generator.manual_seed(step_seed), indices, self.task)
         lo, hi = self.rank * self.local_batch, (self.rank + 1) * self.local_batch
         labels = batch.labels[lo:hi]  # (B,) or (B, K) digits in reading order
         outputs = self.family.training_forward(self.forward, canvases_to_tensor(batch.images[lo:hi], self.device),
