@@ -54,6 +54,13 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     assert f"| {RAM.label} | REINFORCE + learned baseline | " in text and f"| {DRAW.label} | backpropagation | " in text
     assert f"(RAM: {get_family('ram').attention_module_text}; DRAW read: " in text
     assert all(f"leave-one-out baseline, K = {k} |" in text for k in (2, 4, 8))
+    # sensor against gradient: a row per model that says what it reads and how it learns where
+    assert "## Sensor against gradient" in text and f"| retina: a few glimpses | REINFORCE | {RAM.label} | " in text
+    assert f"| filterbank: Gaussian filters over the whole canvas | backpropagation | {DRAW.label} | " in text
+    assert "reads more right than" in text or "No pair of these rows differs" in text
+    assert f"| {FC.label} |" not in text.split("## Sensor against gradient")[1].split("## ")[0]  # not a row there
+    # a generated file keeps no machine paths
+    assert str(tmp_path) not in text and "/runs`" not in text
     assert "| leave-one-out, K = 2 | " in text and "| learned baseline | " in text
     for png in ("learning_curves.png", "glimpse_sweep.png", "where_they_look.png", "estimators.png"):
         with Image.open(out / png) as image:

@@ -185,6 +185,9 @@ class DRAWFamily(Family):
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.attention
 
+    def sensor_and_gradient(self, train_config: dict) -> tuple[str, str]:
+        return "filterbank: Gaussian filters over the whole canvas", "backpropagation"
+
     def state_gradient_norms(self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
                              share: float | None = None) -> dict[str, torch.Tensor]:
         """:func:`state_gradient_norms`: dL/dh_t per step through DRAW's state -> read -> state loop."""

@@ -131,6 +131,11 @@ class HardFamily(Family):
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.location_policy.mean
 
+    def sensor_and_gradient(self, train_config: dict) -> tuple[str, str]:
+        if train_config.get("random_glimpses"):
+            return "retina: a few glimpses", "nowhere: uniformly random glimpses"
+        return "retina: a few glimpses", "REINFORCE"
+
 
 def anneal_policy_std(family, model: nn.Module, config, progress: float) -> dict[str, float]:
     """Anneal the fixed std of ``model``'s location policy from --location-std to

@@ -106,7 +106,7 @@ class DifferentiableRetinaRAM(nn.Module):
 @register
 class RetinaRAMFamily(Family):
     name = "ram-diff"
-    title = "RAM, differentiable retina (soft)"
+    title = "RAM, differentiable retina, reparameterised (soft)"
     mode = "soft"
     Config = RetinaRAMConfig
     Model = DifferentiableRetinaRAM
@@ -121,6 +121,8 @@ class RetinaRAMFamily(Family):
     converged_recipe = {"core": "lstm", "glimpse_net": "conv", "location_std": 0.25, "location_std_final": 0.1}
     converged_epochs = 80  # RAM's
     attention_module_text = "the location policy's mean head"
+    report_variants = {"deterministic": ("RAM, differentiable retina, deterministic (soft)",
+                                         {"location_gradient": "deterministic"})}
 
     def model_config(self, config) -> dict:
         if config.first_location != "centre":
@@ -156,3 +158,8 @@ class RetinaRAMFamily(Family):
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.location_policy.mean
+
+    def sensor_and_gradient(self, train_config: dict) -> tuple[str, str]:
+        if train_config.get("location_gradient") == "deterministic":
+            return "retina: a few glimpses, read differentiably", "backpropagation, deterministic locations"
+        return "retina: a few glimpses, read differentiably", "reparameterised gradient of RAM's Gaussian policy"

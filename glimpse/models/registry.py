@@ -143,6 +143,8 @@ class Family:
     # must beat (chance is 0.1); the tests run it for every family that states one
     quick_recipe: ClassVar[dict | None] = None
     quick_floor: ClassVar[float] = 0.5
+    # variants the comparison report trains beside the family: name -> (label, training options)
+    report_variants: ClassVar[dict[str, tuple[str, dict]]] = {}
     # what the parameters of :meth:`attention_module` are, in words (for the report)
     attention_module_text: ClassVar[str | None] = None
     # optional modules (attribute names) a model may have that a checkpoint it starts from
@@ -222,6 +224,11 @@ class Family:
 
     def attention_module(self, model: nn.Module) -> nn.Module | None:
         """The module whose parameters decide where the model looks (None: no attention)."""
+        return None
+
+    def sensor_and_gradient(self, train_config: dict) -> tuple[str, str] | None:
+        """For the report's "sensor against gradient" section: what a run of ``train_config`` reads
+        and how it learns where to look, in words; None: not a row of that section."""
         return None
 
     def state_gradient_norms(self, model: nn.Module, images: torch.Tensor, labels: torch.Tensor,

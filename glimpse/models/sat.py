@@ -137,3 +137,6 @@ class SATFamily(Family):
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.decoder.attention
+
+    def sensor_and_gradient(self, train_config: dict) -> tuple[str, str]:
+        return "soft weights over CNN features", "backpropagation"

@@ -92,6 +92,9 @@ class PooledSATFamily(Family):
     quick_recipe = {"preset": "mnist28", "epochs": 2, "batch_size": 64, "lr": 3e-3}
     converged_epochs = 40  # Show-Attend-Tell's
 
+    def sensor_and_gradient(self, train_config: dict) -> tuple[str, str]:
+        return f"{self.pooling} pooling over Show-Attend-Tell's features", "no attention"
+
     def model_config(self, config) -> dict:
         return PooledSATConfig(canvas_size=config.canvas_size, n_glimpses=config.n_glimpses,
                                hidden_size=config.hidden_size, pooling=self.pooling).to_dict()

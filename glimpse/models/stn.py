@@ -159,3 +159,6 @@ class STNFamily(Family):
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.localisation
+
+    def sensor_and_gradient(self, train_config: dict) -> tuple[str, str]:
+        return "crop: a bilinear window of the canvas", "backpropagation"

@@ -211,8 +211,8 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     tests = paired_tests(present)
     progress("[report] writing")
     n_test = len(test_canvases.labels)
-    text = _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves, sweep_groups,
-                     bool(gallery_rows), n_test, tests)
+    text = _document(Measured(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves,
+                              sweep_groups, bool(gallery_rows), n_test, tests))
     path = out / "compare.md"
     path.write_text(text)
     (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch, n_test))
@@ -246,130 +246,143 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict, n_
     for group in groups:
         e, m = group.experiment, measured.get(group.experiment.name)
         if m is None:
-            rows.append([e.label, e.family, "not trained", e.paper or "–", "", "", "", "", ""])
+            rows.append([e.label, e.group, "not trained", e.paper or "–", "", "", "", "", ""])
             continue
         t90 = time_to_threshold(group, 0.90)
-        rows.append([e.label, e.family, _error_cell(group.test_errors, n_test), e.paper or "–",
+        rows.append([e.label, e.group, _error_cell(group.test_errors, n_test), e.paper or "–",
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
                      f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
     return _table(["model", "kind", "test error % (mean ± sd over seeds; 95 % interval)", "paper %", "pixels touched / image",
                    "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
 
 
-def _document(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves, sweep_groups,
-              has_gallery,
-              n_test, tests) -> str:
-    budget_rows = []
-    for group in groups:
-        epochs = sorted({r["train_config"]["epochs"] for r in group.runs}) or ["–"]
-        minutes = [r.get("train_seconds", math.nan) / 60 for r in group.runs]
-        devices = sorted({_device(r) for r in group.runs}) or ["–"]
-        gains = [late_gain(r.get("history", [])) for r in group.runs]
-        budget_rows.append([group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
-                            ", ".join(f"{100 * err:.2f} ({format_interval(err * n_test, n_test)})"
-                                      for err in group.test_errors) or "–",
-                            ", ".join(f"{100 * err:.2f}" for err in group.fresh_errors()) or "–",
-                            ", ".join("–" if g is None else f"{'yes' if g < CONVERGED else 'no'} (+{100 * g:.2f})"
-                                      for g in gains) or "–",
-                            _fmt(float(np.mean(minutes)), 1) if minutes else "–", ", ".join(devices)])
-    # the comparison's runs, then the sweep's and the estimators' own (K = 1 and the default count are the comparison's)
-    every_run = ([r for g in groups for r in g.runs]
-                 + [r for entries in sweep_groups.values() for n, g in entries
-                    for r in g.runs if g.experiment not in settings.models]
-                 + [r for label, g in curves if g.experiment not in settings.models for r in g.runs])
-    total_minutes = sum(r.get("train_seconds", 0.0) for r in every_run) / 60
-    threshold_rows = []
-    for group in groups:
-        if not group.runs:
-            continue
-        name = group.experiment.name
-        cells = [_threshold_cell(time_to_threshold(group, t), seconds_per_epoch[name]) for t in THRESHOLDS]
-        best = max(max((h["val_accuracy"] for h in r.get("history", [])), default=0) for r in group.runs)
-        threshold_rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{seconds_per_epoch[name]:.1f}"])
-    grad_rows, described = [], {}
-    for name, spread in gradients.items():
-        group = next(g for g in groups if g.experiment.name == name)
-        label = group.experiment.label
-        family = get_family(group.runs[0]["kind"])
-        described[family.title.split(" (")[0]] = family.attention_module_text
-        lo, hi = spread["interval"]
-        grad_rows.append([label, spread["estimator"], spread["n_parameters"], _number(spread["relative_variance"]),
-                          f"{_number(lo)} to {_number(hi)}"])
-    listed = "; ".join(f"{title}: {text}" for title, text in described.items())
-    attention_parameters = f" ({listed})" if listed else ""
-    estimator_rows = []
-    for name, rows in estimators.items():
-        label = next(g.experiment.label for g in groups if g.experiment.name == name)
-        reference = rows[0]["trace"] * rows[0]["seconds_per_batch"]
-        for row in rows:
-            k, lo, hi = row["samples"], *row["trace_interval"]
-            estimator = baseline_name(k)
-            per_second = row["trace"] * row["seconds_per_batch"]
-            estimator_rows.append([label, estimator, f"{row['trace']:.4g}", f"{lo:.4g} to {hi:.4g}",
-                                   f"{1000 * row['seconds_per_batch']:.1f}", f"{per_second / reference:.2f}"])
-    cost_rows = []
-    for group in groups:
-        m = measured.get(group.experiment.name)
-        if m is None:
-            continue
-        cost_rows.append([group.experiment.label, _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]),
-                          _si(m["flops"]), f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}"])
-    sweep_table_rows = []
-    for n in settings.glimpse_counts:
-        row = [str(n)]
-        for short, entries in sweep_groups.items():
-            group = dict(entries)[n]
-            row.append(f"{100 * group.test_errors[0]:.2f}" if group.runs else "not trained")
-            paper = dict(PAPER_SWEEP.get(short, []))
-            row.append(f"{paper[n]:.2f}" if n in paper else "–")
-        sweep_table_rows.append(row)
-    sweep_header = ["glimpses"] + [c for short in sweep_groups for c in (f"{short} (this lab)", f"{short} (paper)")]
-    sweep_epochs = {short: sorted({g.runs[0]["train_config"]["epochs"] for _, g in entries if g.runs})
-                    for short, entries in sweep_groups.items()}
+@dataclass
+class Measured:
+    """Everything the document is written from: the runs and what was measured while building it."""
 
-    parts = [
+    settings: ReportSettings
+    data: object
+    groups: list  # SeedRuns per experiment of the comparison, missing ones included
+    measured: dict  # experiment name -> cost and speed
+    seconds_per_epoch: dict
+    gradients: dict  # experiment name -> attention-gradient spread
+    estimators: dict  # experiment name -> REINFORCE estimators' noise
+    curves: list  # (label, seed-0 runs) of each REINFORCE estimator
+    sweep_groups: dict  # short name -> [(glimpses, runs)]
+    has_gallery: bool
+    n_test: int
+    tests: list  # paired tests
+
+    def group(self, name: str):
+        return next(g for g in self.groups if g.experiment.name == name)
+
+
+def _document(report: Measured) -> str:
+    """compare.md: one function per section, in order."""
+    sections = (_introduction, _headline_section, _runs_section, _paired_section, _sensor_against_gradient,
+                _gradient_section, _estimator_section, _cost_section, _training_section, _sweep_section,
+                _gallery_section, _reproduce_section)
+    return "\n".join(line for section in sections for line in section(report))
+
+
+def _portable(path) -> str:
+    """A path as the document shows it: relative to the working directory when inside it, else its
+    name alone (a generated file keeps no machine's absolute paths)."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path.name if path.is_absolute() else str(path)
+
+
+def _portable_command(command: str) -> str:
+    """The command that generated the report, each absolute path in it shown by :func:`_portable`."""
+    return " ".join(_portable(word) if word.startswith("/") else word for word in command.split(" "))
+
+
+def _introduction(r: Measured) -> list[str]:
+    s = r.settings
+    return [
         "# Hard vs soft attention, measured",
         "",
-        f"Generated by `{settings.command}` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.machine()}, "
-        f"{torch.get_num_threads()} torch threads, torch {torch.__version__}). Data: {data.source}. "
+        f"Generated by `{_portable_command(s.command)}` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.machine()}, "
+        f"{torch.get_num_threads()} torch threads, torch {torch.__version__}). Data: {_source(r.data.source)}. "
         f"Task: {TASK_PRESET} (60x60 canvas, 4 pieces of clutter); every model is tested on the same "
-        f"{n_test:,} fixed test canvases of benchmark v{BENCHMARK_VERSION} (test digits only, seed {TEST_SEED}) "
-        f"by the code behind `evaluate.py` "
-        f"(RAM deterministic: the policy's mean). Every number below is computed from the runs in "
-        f"`{settings.runs_dir}` or measured while this report was built.",
+        f"{r.n_test:,} fixed test canvases of benchmark v{BENCHMARK_VERSION} (test digits only, seed {TEST_SEED}) "
+        f"by the code behind `evaluate.py` (hard attention deterministic: the policy's mean). Every number below "
+        f"is computed from the runs in `{_portable(s.runs_dir)}` or measured while this report was built.",
         "",
+    ]
+
+
+def _source(source: str) -> str:
+    """The data's description with any absolute path reduced by :func:`_portable`."""
+    return " ".join(_portable(word) if word.startswith("/") else word for word in source.split(" "))
+
+
+def _headline_section(r: Measured) -> list[str]:
+    return [
         "## Headline",
         "",
-        headline(groups, measured, seconds_per_epoch, n_test),
+        headline(r.groups, r.measured, r.seconds_per_epoch, r.n_test),
         "",
         ("The attention models were trained with their best-known recipes for budgets meant to let their "
          "validation error level off (`--converged`: the budgets, and whether each run did, below); the "
          "full-image baselines and RAM with random glimpses keep the short budgets of the default report."
-         if settings.converged else
+         if r.settings.converged else
          "The budgets are short (below): this compares the models after minutes of training each, not after "
          "the papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are longer runs, and "
          "`report.py --converged` trains the attention models to convergence."),
         "",
+    ]
+
+
+def _runs_section(r: Measured) -> list[str]:
+    rows = []
+    for group in r.groups:
+        epochs = sorted({run["train_config"]["epochs"] for run in group.runs}) or ["–"]
+        minutes = [run.get("train_seconds", math.nan) / 60 for run in group.runs]
+        devices = sorted({_device(run) for run in group.runs}) or ["–"]
+        gains = [late_gain(run.get("history", [])) for run in group.runs]
+        rows.append([group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
+                     ", ".join(f"{100 * err:.2f} ({format_interval(err * r.n_test, r.n_test)})"
+                               for err in group.test_errors) or "–",
+                     ", ".join(f"{100 * err:.2f}" for err in group.fresh_errors()) or "–",
+                     ", ".join("–" if g is None else f"{'yes' if g < CONVERGED else 'no'} (+{100 * g:.2f})"
+                               for g in gains) or "–",
+                     _fmt(float(np.mean(minutes)), 1) if minutes else "–", ", ".join(devices)])
+    # the comparison's runs, then the sweep's and the estimators' own (K = 1 and the default count are the comparison's)
+    models = r.settings.models
+    every_run = ([run for g in r.groups for run in g.runs]
+                 + [run for entries in r.sweep_groups.values() for n, g in entries
+                    for run in g.runs if g.experiment not in models]
+                 + [run for label, g in r.curves if g.experiment not in models for run in g.runs])
+    total_minutes = sum(run.get("train_seconds", 0.0) for run in every_run) / 60
+    return [
         "## Runs and budgets",
         "",
         _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)",
                 f"on fresh canvases (seed {FRESH_SEED}) %",
                 "converged? (validation points gained in the last 20 % of epochs)", "minutes per run (recorded)",
-                "device"],
-               budget_rows),
+                "device"], rows),
         "",
         "A run counts as converged when its best validation accuracy rose by less than 0.1 point over its "
         "last 20 % of epochs. Where it did not, its test error is that budget's, not the model's. The fresh "
-        f"canvases are {n_test:,} more drawn by the same recipe from the test digits with a seed no model "
+        f"canvases are {r.n_test:,} more drawn by the same recipe from the test digits with a seed no model "
         "was tuned on: an independent check of the test errors.",
         "",
         f"Recorded training time of all {len(every_run)} runs of this report: {total_minutes:.0f} minutes "
         f"(each run's device and torch threads are in the table above; runs trained side by side on shared "
         f"cores ran slower than they would alone).",
         "",
+    ]
+
+
+def _paired_section(r: Measured) -> list[str]:
+    return [
         "## Which differences are real",
         "",
-        f"McNemar's exact test on the {n_test:,} test canvases for every pair of models: each run is paired "
+        f"McNemar's exact test on the {r.n_test:,} test canvases for every pair of models: each run is paired "
         "with the other model's run of the same seed, and only the canvases one reads right and the other "
         "wrong count. The p-values are also given Holm-adjusted over all the pairs in the table, and the "
         "verdict uses the adjusted one at 0.05: read a gap between two rows of the headline as real only "
@@ -377,32 +390,108 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "much another seed could move a model.",
         "",
         _table(["A", "B", "seeds paired", "A right, B wrong", "B right, A wrong", "p", "p (Holm)", "verdict"],
-               _paired_rows(tests)) if tests else "(fewer than two models trained)",
+               _paired_rows(r.tests)) if r.tests else "(fewer than two models trained)",
         "",
+    ]
+
+
+def _sensor_against_gradient(r: Measured) -> list[str]:
+    """Is hard attention behind because it reads few pixels, or because REINFORCE is a worse
+    gradient? One row per model that says what it reads and how it learns where
+    (``Family.sensor_and_gradient``), and the paired tests among them."""
+    rows, labels = [], set()
+    for group in r.groups:
+        if not group.runs:
+            continue
+        described = get_family(group.runs[0]["kind"]).sensor_and_gradient(group.runs[0]["train_config"])
+        m = r.measured.get(group.experiment.name)
+        if described is None or m is None:
+            continue
+        labels.add(group.experiment.label)
+        rows.append([*described, group.experiment.label, _error_cell(group.test_errors, r.n_test),
+                     ", ".join(f"{100 * err:.2f}" for err in group.fresh_errors()) or "–",
+                     _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
+                     len(group.runs)])
+    if len(rows) < 2:
+        return []
+    tests = [t for t in r.tests if {t["a"].label, t["b"].label} <= labels]
+    verdicts = []
+    for t in (t for t in tests if t["p_holm"] < 0.05):
+        better, worse = (t["a"], t["b"]) if t["only_a"] > t["only_b"] else (t["b"], t["a"])
+        verdicts.append(f"{better.label} reads more right than {worse.label} ({max(t['only_a'], t['only_b'])} "
+                        f"against {min(t['only_a'], t['only_b'])} canvases, Holm-adjusted p = {_p(t['p_holm'])})")
+    said = ("; ".join(verdicts) + ". Every other pair of these rows shows no difference." if verdicts else
+            "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
+            "gradient is shown to matter.")
+    return [
+        "## Sensor against gradient",
+        "",
+        "Hard attention differs from soft attention in two ways at once: it reads a few pixels, and it "
+        "learns where to look by REINFORCE. These rows separate the two: the same retina learning by "
+        "REINFORCE and by backpropagation (its differentiable twin), other soft sensors, and the same "
+        "features with no attention at all. What the measurements say (McNemar with Holm, over every pair "
+        "of the report, for the pairs among these rows):",
+        "",
+        said,
+        "",
+        _table(["sensor", "how it learns where to look", "model", "test error % (mean ± sd; 95 % interval)",
+                f"fresh canvases (seed {FRESH_SEED}) %", "pixels touched / image", "FLOPs / image", "train img/s",
+                "seeds"], rows),
+        "",
+    ]
+
+
+def _gradient_section(r: Measured) -> list[str]:
+    s = r.settings
+    rows, described = [], {}
+    for name, spread in r.gradients.items():
+        group = r.group(name)
+        family = get_family(group.runs[0]["kind"])
+        described[family.title.split(" (")[0]] = family.attention_module_text
+        lo, hi = spread["interval"]
+        rows.append([group.experiment.label, spread["estimator"], spread["n_parameters"],
+                     _number(spread["relative_variance"]), f"{_number(lo)} to {_number(hi)}"])
+    listed = "; ".join(f"{title}: {text}" for title, text in described.items())
+    return [
         "## Exact vs approximate gradient",
         "",
-        f"The gradient of the attention parameters{attention_parameters} from {settings.grad_batches} "
-        f"independent minibatches of {settings.grad_batch_size} training "
+        f"The gradient of the attention parameters{f' ({listed})' if listed else ''} from {s.grad_batches} "
+        f"independent minibatches of {s.grad_batch_size} training "
         f"images at the same weights: seed 0's initialisation (at trained weights the expected gradient is "
         f"close to zero by construction, and a ratio to it says nothing). Relative variance = trace of the "
         f"covariance of one minibatch's estimate / squared norm of the expected gradient, the latter "
         f"estimated without bias (squared norm of the mean estimate minus the trace over the number of "
         f"minibatches); 'unbounded' when that is not positive, i.e. the mean gradient is not resolved from "
-        f"the noise of {settings.grad_batches} minibatches: the relative variance is then of the order of "
-        f"{settings.grad_batches} or more. It is the number of minibatches to average "
+        f"the noise of {s.grad_batches} minibatches: the relative variance is then of the order of "
+        f"{s.grad_batches} or more. It is the number of minibatches to average "
         f"before the noise is as large as the signal; scale-free, so models with different parameters "
         f"compare. The interval resamples the minibatches. Each model's estimate is the one its runs "
         f"trained with: for hard attention REINFORCE with the runs' baseline (its noise is the data plus "
         f"the sampled locations), for soft attention plain backpropagation (noise from the data only).",
         "",
-        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], grad_rows)
-        if grad_rows else "(no runs)",
+        _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], rows)
+        if rows else "(no runs)",
         "",
+    ]
+
+
+def _estimator_section(r: Measured) -> list[str]:
+    s = r.settings
+    rows = []
+    for name, estimates in r.estimators.items():
+        label = r.group(name).experiment.label
+        reference = estimates[0]["trace"] * estimates[0]["seconds_per_batch"]
+        for row in estimates:
+            lo, hi = row["trace_interval"]
+            per_second = row["trace"] * row["seconds_per_batch"]
+            rows.append([label, baseline_name(row["samples"]), f"{row['trace']:.4g}", f"{lo:.4g} to {hi:.4g}",
+                         f"{1000 * row['seconds_per_batch']:.1f}", f"{per_second / reference:.2f}"])
+    return [
         "## REINFORCE's baselines at equal wall-clock",
         "",
         f"Every REINFORCE estimator here is unbiased for the same policy gradient, so their noise compares "
         f"directly: the total variance (trace of the covariance) of one minibatch's gradient of the location "
-        f"policy's mean head, over {settings.grad_batches} minibatches of {settings.grad_batch_size} training "
+        f"policy's mean head, over {s.grad_batches} minibatches of {s.grad_batch_size} training "
         f"images, at the seed-0 run's trained weights (at its initialisation the untrained classifier makes "
         f"the reward independent of where the model looks, and there is no gradient to estimate). The "
         f"learned baseline plays each image once; `--reinforce-samples K` plays it K times on one canvas and "
@@ -413,9 +502,20 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         f"minibatches.",
         "",
         _table(["model", "baseline", "total variance per minibatch", "90 % bootstrap interval",
-                "ms per minibatch", "variance x time, relative"], estimator_rows) if estimator_rows else "(no runs)",
+                "ms per minibatch", "variance x time, relative"], rows) if rows else "(no runs)",
         "",
-        *_estimator_training(curves, seconds_per_epoch),
+        *_estimator_training(r.curves, r.seconds_per_epoch),
+    ]
+
+
+def _cost_section(r: Measured) -> list[str]:
+    rows = []
+    for group in r.groups:
+        m = r.measured.get(group.experiment.name)
+        if m is not None:
+            rows.append([group.experiment.label, _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]),
+                         _si(m["flops"]), f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}"])
+    return [
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",
         "Pixels touched: canvas pixels that enter the model's computation (RAM: under each glimpse's "
@@ -425,42 +525,77 @@ def _document(settings, data, groups, measured, seconds_per_epoch, gradients, es
         "glimpse/measure.py). Speeds: measured in this process, one model at a time, batch 128 for "
         "training, 500 for evaluation.",
         "",
-        _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], cost_rows),
+        _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], rows),
         "",
         "The same models, configured as in their runs, on bigger canvases (untrained: this needs no "
         "training): RAM's cost per image stays put, the others grow with the canvas.",
         "",
-        canvas_growth_table([g.experiment for g in groups if g.runs]),
+        canvas_growth_table([g.experiment for g in r.groups if g.runs]),
         "",
+    ]
+
+
+def _training_section(r: Measured) -> list[str]:
+    rows = []
+    for group in r.groups:
+        if not group.runs:
+            continue
+        name = group.experiment.name
+        cells = [_threshold_cell(time_to_threshold(group, t), r.seconds_per_epoch[name]) for t in THRESHOLDS]
+        best = max(max((h["val_accuracy"] for h in run.get("history", [])), default=0) for run in group.runs)
+        rows.append([group.experiment.label, *cells, f"{100 * best:.2f}", f"{r.seconds_per_epoch[name]:.1f}"])
+    return [
         "## Easy vs hard to train",
         "",
         "Epochs until validation accuracy (5,000 fixed canvases) first reached 90 % and 95 %, averaged over "
         "the seeds that reached it, and the corresponding training time at the speed measured above "
         "(epochs x seconds per epoch, so that runs that shared the machine compare fairly).",
         "",
-        _table(["model", "to 90 % val", "to 95 % val", "best val % (any seed)", "s / epoch"], threshold_rows),
+        _table(["model", "to 90 % val", "to 95 % val", "best val % (any seed)", "s / epoch"], rows),
         "",
         "![learning curves](learning_curves.png)",
         "",
     ]
-    if settings.glimpse_counts:
-        parts += [
-            "## Accuracy against the number of glimpses",
-            "",
-            f"One seed per count; budgets as in the comparison ({', '.join(f'{k}: {v} epochs' for k, v in sweep_epochs.items())}). "
-            "The paper's RAM numbers are for 60x60 cluttered MNIST after full training; DRAW's paper reports "
-            "only 100x100 (3.36 % with 8 glimpses).",
-            "",
-            _table(sweep_header, sweep_table_rows),
-            "",
-            "![accuracy against glimpses](glimpse_sweep.png)",
-            "",
-        ]
-    if has_gallery:
-        parts += ["## Where they look", "", "The same six test canvases for every model (seed 0).", "",
-                  "![where they look](where_they_look.png)", ""]
-    parts += ["## Reproduce", "", "```", settings.command, "```", ""]
-    return "\n".join(parts)
+
+
+def _sweep_section(r: Measured) -> list[str]:
+    if not r.settings.glimpse_counts:
+        return []
+    rows = []
+    for n in r.settings.glimpse_counts:
+        row = [str(n)]
+        for short, entries in r.sweep_groups.items():
+            group = dict(entries)[n]
+            row.append(f"{100 * group.test_errors[0]:.2f}" if group.runs else "not trained")
+            paper = dict(PAPER_SWEEP.get(short, []))
+            row.append(f"{paper[n]:.2f}" if n in paper else "–")
+        rows.append(row)
+    header = ["glimpses"] + [c for short in r.sweep_groups for c in (f"{short} (this lab)", f"{short} (paper)")]
+    epochs = {short: sorted({g.runs[0]["train_config"]["epochs"] for _, g in entries if g.runs})
+              for short, entries in r.sweep_groups.items()}
+    return [
+        "## Accuracy against the number of glimpses",
+        "",
+        f"One seed per count; budgets as in the comparison ({', '.join(f'{k}: {v} epochs' for k, v in epochs.items())}). "
+        "The paper's RAM numbers are for 60x60 cluttered MNIST after full training; DRAW's paper reports "
+        "only 100x100 (3.36 % with 8 glimpses).",
+        "",
+        _table(header, rows),
+        "",
+        "![accuracy against glimpses](glimpse_sweep.png)",
+        "",
+    ]
+
+
+def _gallery_section(r: Measured) -> list[str]:
+    if not r.has_gallery:
+        return []
+    return ["## Where they look", "", "The same six test canvases for every model (seed 0).", "",
+            "![where they look](where_they_look.png)", ""]
+
+
+def _reproduce_section(r: Measured) -> list[str]:
+    return ["## Reproduce", "", "```", _portable_command(r.settings.command), "```", ""]
 
 
 def _device(run: dict) -> str:

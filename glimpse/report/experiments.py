@@ -23,11 +23,12 @@ GLIMPSE_COUNTS = tuple(range(1, 9))
 class Experiment:
     name: str          # run-name prefix, e.g. "ram"
     label: str         # how tables and figures call it
-    family: str        # "hard", "soft" or "baseline"
+    group: str         # how the report groups it: "hard", "soft" or "baseline"
     epochs: int        # budget at --budget 1
     overrides: dict = field(default_factory=dict)  # train.py options beyond --preset
     paper: str | None = None  # published test error % on this task, if any
     learns_attention: bool = True  # False for RAM with random glimpses: no attention gradient to measure
+    arch: str | None = None  # the registered family it trains (None: the overrides say)
 
     def train_options(self, seed: int, epochs: int) -> dict:
         return {"preset": TASK_PRESET, **self.overrides, "seed": seed, "epochs": epochs}
@@ -36,23 +37,27 @@ class Experiment:
         return f"{self.name}-seed{seed}"
 
 
-def family_experiment(family: Family) -> Experiment:
-    """A registered family on the report's task, at the budget its module states."""
+def family_experiments(family: Family) -> list[Experiment]:
+    """A registered family on the report's task, at the budget its module states, and each variant it
+    declares (``report_variants``: a name, a label and the options that make it)."""
     group = "baseline" if family.mode == "full" else family.mode
-    return Experiment(family.name, family.title, group, family.report_epochs, family_options(family),
-                      family.paper_error)
+    base = Experiment(family.name, family.title, group, family.report_epochs, family_options(family),
+                      family.paper_error, arch=family.name)
+    return [base, *(Experiment(f"{family.name}-{variant}", label, group, family.report_epochs,
+                               {**family_options(family), **options}, arch=family.name)
+                    for variant, (label, options) in family.report_variants.items())]
 
 
-# every registered family, then the paper's random-glimpse baseline (the default hard family, RAM,
-# with its policy switched off)
-FAMILIES = tuple(family_experiment(f) for f in list_families())
+# every registered family and its variants, then the paper's random-glimpse baseline (the default
+# hard family, RAM, with its policy switched off)
+FAMILIES = tuple(e for f in list_families() for e in family_experiments(f))
 _HARD = default_family("hard")
 RANDOM_GLIMPSES = Experiment(f"{_HARD.name}-random", f"{_HARD.title.split(' (')[0]}, random glimpses", "baseline",
                              _HARD.report_epochs, {**family_options(_HARD), "random_glimpses": True,
                                                    "first_location": "random"},
-                             "14.4 (8 random glimpses)", learns_attention=False)
+                             "14.4 (8 random glimpses)", learns_attention=False, arch=_HARD.name)
 MODELS = (*FAMILIES, RANDOM_GLIMPSES)
-SWEPT = tuple(e for e, f in zip(FAMILIES, list_families()) if f.report_sweep)  # accuracy against the glimpse count
+SWEPT = tuple(e for e in FAMILIES if e.name in {f.name for f in list_families() if f.report_sweep})
 # REINFORCE's baselines compared (the learned one against leave-one-out), on the default hard family
 ESTIMATED = tuple(e for e in FAMILIES if e.name == _HARD.name)
 ESTIMATOR_SAMPLES = (2, 4, 8)  # --reinforce-samples K trained beside the learned baseline (K = 1)
@@ -63,11 +68,12 @@ def converged(experiment: Experiment) -> Experiment:
     recipe for its ``converged_epochs``, in runs of its own (``<name>-converged-seed<k>``). An
     experiment whose family states no such budget (the full-image baselines, RAM with random
     glimpses) stays as it is, at its short budget."""
-    family = next((f for f in list_families() if f.name == experiment.name), None)
-    if family is None or family.converged_epochs is None:
+    family = next((f for f in list_families() if f.name == experiment.arch), None)
+    if family is None or family.converged_epochs is None or not experiment.learns_attention:
         return experiment
-    return Experiment(f"{experiment.name}-converged", experiment.label, experiment.family, family.converged_epochs,
-                      {**experiment.overrides, **family.converged_recipe}, experiment.paper, experiment.learns_attention)
+    return Experiment(f"{experiment.name}-converged", experiment.label, experiment.group, family.converged_epochs,
+                      {**family.converged_recipe, **experiment.overrides}, experiment.paper,
+                      experiment.learns_attention, experiment.arch)
 
 
 def default_glimpses(experiment: Experiment) -> int:
@@ -80,7 +86,8 @@ def with_glimpses(experiment: Experiment, n_glimpses: int) -> Experiment:
     if n_glimpses == default_glimpses(experiment):
         return experiment
     return Experiment(f"{experiment.name}-{n_glimpses}g", f"{experiment.label}, {n_glimpses} glimpses",
-                      experiment.family, experiment.epochs, {**experiment.overrides, "n_glimpses": n_glimpses})
+                      experiment.group, experiment.epochs, {**experiment.overrides, "n_glimpses": n_glimpses},
+                      arch=experiment.arch)
 
 
 def sweep(experiment: Experiment, counts=GLIMPSE_COUNTS) -> list[Experiment]:
@@ -93,7 +100,8 @@ def with_samples(experiment: Experiment, samples: int) -> Experiment:
     if samples == 1:
         return experiment
     return Experiment(f"{experiment.name}-loo{samples}", f"{experiment.label}, leave-one-out K = {samples}",
-                      experiment.family, experiment.epochs, {**experiment.overrides, "reinforce_samples": samples})
+                      experiment.group, experiment.epochs, {**experiment.overrides, "reinforce_samples": samples},
+                      arch=experiment.arch)
 
 
 def by_name(name: str) -> Experiment:

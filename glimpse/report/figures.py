@@ -55,7 +55,7 @@ def learning_curves(groups: list[SeedRuns], seconds_per_epoch: dict[str, float],
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     styles = {}
     for group in groups:
-        family = group.experiment.family
+        family = group.experiment.group
         styles[family] = styles.get(family, -1) + 1
         style = STYLES[styles[family] % len(STYLES)]
         for i, run in enumerate(group.runs):
