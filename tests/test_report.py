@@ -84,12 +84,15 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     assert report.main(argv) == 0
     # it says what it trains and where each run's log is, as each starts and ends
     err = capsys.readouterr().err
-    assert "[report] 3 of 3 runs to train, " in err
+    assert "[report] 4 of 4 runs to train, " in err
     assert f"[report] ram-converged-seed0: started (log: {runs / 'ram-converged-seed0.log'})" in err
     assert "[report] ram-converged-seed0: finished in " in err
-    # RAM trains its recipe at its converged budget; the baselines keep their short runs, no sweep
+    # RAM trains its recipe at its converged budget, and seed 0 once more at twice it (a plateau that
+    # was a pause shows there); the baselines keep their short runs; no sweep
     assert sorted(p.name for p in runs.iterdir() if p.is_dir()) == ["fc-seed0", "ram-converged-seed0",
-                                                                     "ram-random-seed0"]
+                                                                     "ram-converged-x2-seed0", "ram-random-seed0"]
+    assert load_checkpoint(runs / "ram-converged-x2-seed0" / "best.pt")["train_config"]["epochs"] == \
+        2 * get_family("ram").converged_epochs
     config = load_checkpoint(runs / "ram-converged-seed0" / "best.pt")["train_config"]
     family = get_family("ram")
     assert config["epochs"] == family.converged_epochs
@@ -97,6 +100,8 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     assert load_checkpoint(runs / "fc-seed0" / "best.pt")["train_config"]["epochs"] == FC.epochs
     text = (out / "compare.md").read_text()
     assert "best-known recipes" in text and f"| {RAM.label} | {family.converged_epochs} | 1 |" in text
+    ram_row = next(line for line in text.splitlines() if line.startswith(f"| {RAM.label} | {family.converged_epochs}"))
+    assert ": converged (" in ram_row or ": not converged (" in ram_row  # the doubling check's verdict
     # the gradient spread is measured on the converged run, with the estimator it trained with
     k = family.converged_recipe["reinforce_samples"]
     assert f"| {RAM.label} | REINFORCE + leave-one-out baseline, K = {k} | " in text
@@ -157,16 +162,30 @@ def test_paired_tests_pool_matching_seeds_and_holm_adjust():
     assert all(t["p_holm"] >= t["p"] for t in tests.values())
 
 
-def test_late_gain_says_whether_a_run_converged():
-    from glimpse.report.measurements import CONVERGED, late_gain
+def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_twice_the_epochs():
+    from types import SimpleNamespace
+
+    from glimpse.report.measurements import converged_by_noise, doubling_check, late_gain, validation_noise
 
     curve = [{"epoch": e, "val_accuracy": a} for e, a in enumerate([0.5, 0.8, 0.9, 0.95, 0.951, 0.9512, 0.951, 0.9515,
                                                                      0.9514, 0.9516], start=1)]
     assert late_gain(curve) == pytest.approx(0.9516 - 0.9515)  # best of epochs 1-8 against best of all 10
-    assert late_gain(curve) < CONVERGED
-    still_learning = curve[:4]  # epochs 1-4: the last one gained 5 points
-    assert late_gain(still_learning) == pytest.approx(0.05) and not late_gain(still_learning) < CONVERGED
-    assert late_gain([]) is None
+    assert validation_noise(0.98, 5000) == pytest.approx(0.00198, abs=1e-5)  # one evaluation's standard error
+    assert converged_by_noise(curve, 5000)[0]
+    # the Spatial Transformer's 40 epochs: +0.20 point, within two standard errors (0.4 point) of noise
+    stn = [{"epoch": e, "val_accuracy": 0.9828 if e < 33 else 0.9848} for e in range(1, 41)]
+    assert converged_by_noise(stn, 5000)[0] and not converged_by_noise(curve[:4], 5000)[0]
+    assert late_gain([]) is None and converged_by_noise([], 5000) is None
+    # ... so the plateau is caught by twice the epochs: 81 canvases against 46 (its 80-epoch run), p = 0.0024
+    right = np.ones(10_000, bool)
+    forty, eighty = right.copy(), right.copy()
+    forty[:81] = False
+    eighty[100:146] = False
+    runs = lambda r, error: SimpleNamespace(runs=[{}], right=lambda seed: r, test_errors=np.array([error]))  # noqa: E731
+    check = doubling_check(runs(forty, 0.0159), runs(eighty, 0.0124))
+    assert not check["converged"] and check["p"] < 0.01 and check["doubled_error"] == 0.0124
+    assert doubling_check(runs(forty, 0.0159), runs(forty, 0.0159))["converged"]
+    assert doubling_check(runs(forty, 0.0159), SimpleNamespace(runs=[])) is None
 
 
 def test_time_to_threshold_reads_the_learning_curve():

@@ -29,7 +29,7 @@ from glimpse.cli import fail
 from envs.data import DataError
 from glimpse.report.document import ReportSettings, build_report, update_readme
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
-                                       sweep, with_samples)
+                                       doubled, sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
 from glimpse.checkpoint import CheckpointError
 
@@ -76,6 +76,9 @@ def requests(args) -> list[RunRequest]:
         wanted += [RunRequest(e, 0, budget_epochs(e, args.budget)) for e in sweep(base, args.glimpses) if e is not base]
     for base in (e for e in ESTIMATED if e in args.models):
         wanted += [RunRequest(with_samples(base, k), 0, budget_epochs(base, args.budget)) for k in args.estimators]
+    if args.converged:  # seed 0 once more at twice the budget: a plateau that was a pause shows there
+        wanted += [RunRequest(doubled(e), 0, budget_epochs(doubled(e), args.budget))
+                   for e in args.models if e.name.endswith("-converged")]
     return wanted
 
 

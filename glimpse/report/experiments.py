@@ -76,6 +76,14 @@ def converged(experiment: Experiment) -> Experiment:
                       experiment.learns_attention, experiment.arch)
 
 
+def doubled(experiment: Experiment) -> Experiment:
+    """The experiment at twice its budget, in runs of its own (``<name>-x2-seed<k>``): the check that a
+    converged run's plateau is not a pause (``report.py --converged`` trains it for seed 0)."""
+    return Experiment(f"{experiment.name}-x2", f"{experiment.label}, twice the epochs", experiment.group,
+                      2 * experiment.epochs, experiment.overrides, experiment.paper, experiment.learns_attention,
+                      experiment.arch)
+
+
 def default_glimpses(experiment: Experiment) -> int:
     return resolve_config({"preset": TASK_PRESET, **experiment.overrides}).n_glimpses
 

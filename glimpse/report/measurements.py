@@ -122,7 +122,36 @@ def late_gain(history: list[dict], share: float = 0.2) -> float | None:
     return max(h["val_accuracy"] for h in history) - max(before)
 
 
-CONVERGED = 0.001  # a gain below 0.1 point over the last 20 % of epochs
+NOISE_ERRORS = 2  # a late gain within two standard errors of one validation is noise
+
+
+def validation_noise(accuracy: float, n_val: int) -> float:
+    """The standard error of one validation accuracy on ``n_val`` canvases (binomial): about 0.2
+    point at 98 % on the 5,000 fixed validation canvases."""
+    return math.sqrt(max(accuracy * (1 - accuracy), 1e-12) / n_val)
+
+
+def converged_by_noise(history: list[dict], n_val: int) -> tuple[bool, float] | None:
+    """Whether a run's best validation accuracy rose over its last 20 % of epochs by no more than
+    the validation set's own noise (:data:`NOISE_ERRORS` standard errors), and that gain. None
+    without a validation before that window. A plateau can pass this rule: the doubled-budget check
+    (:func:`doubling_check`) is the one that can tell."""
+    gain = late_gain(history)
+    if gain is None:
+        return None
+    best = max(h["val_accuracy"] for h in history)
+    return gain <= NOISE_ERRORS * validation_noise(best, n_val), gain
+
+
+def doubling_check(run: SeedRuns, doubled: SeedRuns) -> dict | None:
+    """The seed-0 run against the same recipe trained for twice the epochs, canvas by canvas
+    (McNemar's exact test on the fixed test canvases): converged unless twice the budget reads
+    significantly more right (p < 0.05). None when either run is missing."""
+    if not run.runs or not doubled.runs:
+        return None
+    test = mcnemar(run.right(0), doubled.right(0))
+    better = test["only_b"] > test["only_a"] and test["p"] < 0.05
+    return {**test, "converged": not better, "doubled_error": float(doubled.test_errors[0])}
 
 
 def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:
