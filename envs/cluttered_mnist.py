@@ -46,14 +46,17 @@ class ClutteredMNISTEnv(gym.Env):
             self._generator_seeded = True
         options = dict(options or {})
         how = options.pop("first_location", self.task.first_location)
-        first = engine.first_locations(1, how if isinstance(how, str) else np.asarray(how, np.float32).reshape(-1, 2))
+        first = engine.first_locations(1, how if how is None or isinstance(how, str) else _pair(how))
         if "canvas" in options:
             label = np.asarray(options.pop("label", -1))
             images, labels = engine.user_canvases(np.asarray(options.pop("canvas"))[None], label[None], 1)
             digit_xy = None
         else:
             index = options.pop("index", None)
-            if index is not None and not (isinstance(index, (int, np.integer)) and 0 <= index < len(engine.bank)):
+            if index is not None and (isinstance(index, bool) or not isinstance(index, (int, np.integer))):
+                raise ValueError(f"index must be an integer (a digit of the {self.task.split} split), "
+                                 f"got {type(index).__name__} {index!r}")
+            if index is not None and not 0 <= index < len(engine.bank):
                 raise ValueError(f"index {index!r} outside the {self.task.split} split (0..{len(engine.bank) - 1})")
             batch = engine.sample_canvases(engine.digit_indices(None if index is None else [index], 1))
             images, labels, digit_xy = batch.images, batch.labels, batch.digit_xy
@@ -97,3 +100,12 @@ class ClutteredMNISTEnv(gym.Env):
         frame = draw_glimpse_path(self._episodes.canvases[0].cpu().numpy(), self._episodes.path()[0].cpu().numpy(),
                                   self.task.glimpse_size, self.task.n_scales)
         return np.ascontiguousarray(frame.transpose(1, 2, 0))  # Gymnasium frames are (H, W, 3)
+
+
+def _pair(how) -> np.ndarray:
+    """An explicit first location as (1, 2) float32, or a ValueError that says what was expected."""
+    try:
+        return np.asarray(how, np.float32).reshape(1, 2)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"first_location must be 'random', 'centre' or an (x, y) pair in [-1, 1], "
+                         f"got {type(how).__name__} {how!r}") from exc

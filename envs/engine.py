@@ -303,9 +303,15 @@ class EpisodeEngine:
     def first_locations(self, n: int, how, validate: bool = True) -> torch.Tensor:
         """``how``: "centre", "random" (from the engine's generator) or explicit locations, (2,) for
         all or (n, 2), within [-1, 1]."""
+        if how is None:  # Gymnasium's habit: an option given as None is its default
+            how = self.task.first_location
         if isinstance(how, str):
             return first_locations(self.generator, n, how)
-        locations = as_tensor(how, self.device, torch.float32)
+        try:
+            locations = as_tensor(how, self.device, torch.float32)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise ValueError(f"first_location must be 'random', 'centre' or locations of shape (2,) or ({n}, 2), "
+                             f"got {type(how).__name__} {how!r}") from exc
         if locations.shape == (2,):
             locations = locations.expand(n, 2)
         if locations.shape != (n, 2):

@@ -49,7 +49,7 @@ def check_action(action, batch: int | None = None, n_digits: int = 1) -> tuple[n
         raise ValueError("action['location'] contains NaN or inf")
     if np.any(np.abs(location) > 1.0):
         worst = float(np.abs(location).max())
-        raise ValueError(f"action['location'] must lie in [-1, 1] (got |value| up to {worst:.4g}); clip it first")
+        raise ValueError(f"action['location'] must lie in [-1, 1] (got |value| up to {worst!r}); clip it first")
     if label.shape != label_shape:
         raise ValueError(f"action['label'] must have shape {label_shape}, got {label.shape}")
     if not (np.issubdtype(label.dtype, np.integer) and not np.issubdtype(label.dtype, np.bool_)):

@@ -80,6 +80,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         raise ValueError("--samples must be >= 0 and --batch-size >= 1")
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be >= 1, got {limit}")
+    if canvas_seed is not None and not 0 <= canvas_seed < 2**63:  # what torch's generators take
+        raise ValueError(f"--canvas-seed must be >= 0 and below 2**63, got {canvas_seed}")
     if canvas_seed is not None and (canvas_seed < 0 or images_file is not None):
         raise ValueError("--canvas-seed must be >= 0 and applies without --images only")
     model, payload = load_model(checkpoint)

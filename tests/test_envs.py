@@ -291,3 +291,23 @@ def test_two_digit_env_names_a_single_label():
     with pytest.raises(ValueError, match=r"\(2,\)"):
         env.step({"location": np.zeros(2, np.float32), "label": 3})
     assert env._episodes.t == 1
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"first_location": {}}, "first_location must be 'random', 'centre' or an \\(x, y\\) pair in \\[-1, 1\\], got dict"),
+    ({"first_location": [0.1, 0.2, 0.3]}, "got list \\[0.1, 0.2, 0.3\\]"),
+    ({"index": 2.0}, "index must be an integer .* got float 2.0"),
+    ({"index": True}, "index must be an integer .* got bool True"),
+])
+def test_reset_options_that_do_not_fit_say_what_was_expected(options, match):
+    env = make("glimpse/ClutteredMNIST60-v1")
+    with pytest.raises(ValueError, match=match):
+        env.reset(seed=0, options=options)
+    env.reset(seed=0, options={"first_location": None})  # None is the option's default, as in Gymnasium
+
+
+def test_a_location_just_outside_the_square_is_named_to_its_last_digit():
+    env = make("glimpse/ClutteredMNIST60-v1")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"up to 1\.00000011920928"):
+        env.step({"location": np.array([-1.0000001, 0.0], np.float32), "label": 0})

@@ -79,6 +79,7 @@ def test_a_bad_flag_is_refused_before_anything_is_created(argv, match, tmp_path,
     (["--samples", "1000000000"], "--samples must be at most 1000"),
     (["--seed", "-1"], "--seed must be >= 0"),
     (["--threads", "5000"], "--threads must be between 1 and 1024"),
+    (["--canvas-seed", str(2**70)], "--canvas-seed must be >= 0 and below 2**63"),
 ])
 def test_evaluate_refuses_the_sizes_train_py_refuses(argv, match, capsys):
     from glimpse.commands import evaluate
