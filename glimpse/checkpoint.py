@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from envs.task import GlimpseTask
 from glimpse.models import build_model
 
 FORMAT = 1
@@ -119,7 +120,42 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"{path} is not a Glimpse checkpoint (expected keys {REQUIRED_KEYS})")
     if payload["format"] != FORMAT:
         raise CheckpointError(f"{path} has checkpoint format {payload['format']}, this version reads {FORMAT}")
+    _check_parts(path, payload)
     return payload
+
+
+TASK_FIELDS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
+RESUME_KEYS = {"step": int, "train_config": dict, "optimizer_state": dict, "best_step": int, "best_val_accuracy": float}
+
+
+def _check_parts(path: Path, payload: dict) -> None:
+    """The parts every checkpoint has are of the right kind: the model's config and weights are
+    dicts (of tensors), and its task is a task (the env's own checks, with the file named)."""
+    for key in ("model_config", "model_state", "task"):
+        if not isinstance(payload[key], dict):
+            raise CheckpointError(f"{path}: '{key}' must be a dict, got {type(payload[key]).__name__}")
+    if not all(isinstance(value, torch.Tensor) for value in payload["model_state"].values()):
+        raise CheckpointError(f"{path}: 'model_state' must map names to tensors")
+    missing = [name for name in TASK_FIELDS if name not in payload["task"]]
+    if missing:
+        raise CheckpointError(f"{path}: its task lacks {', '.join(missing)}")
+    try:
+        GlimpseTask(**payload["task"])
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: its task does not make canvases ({exc})") from exc
+
+
+def check_resumable(path: str | os.PathLike, payload: dict) -> None:
+    """A run's last.pt holds what an exact resume needs (the step, the run's options, the optimiser's
+    state, the best validation so far), each of its kind; CheckpointError naming the file otherwise."""
+    if "optimizer_state" not in payload:
+        raise CheckpointError(f"{path} is a final model checkpoint, not a run's last.pt: nothing to resume")
+    wrong = [f"'{key}' ({'missing' if key not in payload else type(payload[key]).__name__}, not {kind.__name__})"
+             for key, kind in RESUME_KEYS.items()
+             if not isinstance(payload.get(key), (kind, int) if kind is float else kind)
+             or isinstance(payload.get(key), bool)]
+    if wrong:
+        raise CheckpointError(f"{path} cannot be resumed: {', '.join(wrong)}")
 
 
 def load_model(path: str | os.PathLike):
@@ -128,7 +164,7 @@ def load_model(path: str | os.PathLike):
     try:
         model = build_model(payload["kind"], payload["model_config"])
         model.load_state_dict(payload["model_state"])
-    except (ValueError, RuntimeError, KeyError) as exc:
+    except (ValueError, RuntimeError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: weights do not fit a {payload['kind']} model ({exc})") from exc
     broken = [name for name, value in payload["model_state"].items()
               if torch.is_floating_point(value) and not torch.isfinite(value).all()]

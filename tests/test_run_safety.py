@@ -279,3 +279,61 @@ def test_progress_lines_leave_out_the_time_left_when_asked(capsys):
         lines = capsys.readouterr().err.splitlines()
         assert lines[0].startswith("report runs: 1/4 run (25 %)")
         assert ("left" in lines[0]) == ("run/s" in lines[0]) == timed
+
+
+def _broken_weights(payload):
+    name = next(iter(payload["model_state"]))
+    payload["model_state"][name] = torch.zeros(3, 3)
+
+
+def _two_groups(payload):
+    payload["optimizer_state"]["param_groups"].append(dict(payload["optimizer_state"]["param_groups"][0]))
+
+
+@pytest.mark.parametrize("break_it,match", [
+    (_broken_weights, "its weights or optimiser state do not fit the model its train_config builds (Error(s) in "
+                      "loading state_dict"),
+    (lambda p: p.pop("step"), "cannot be resumed: 'step' (missing, not int)"),
+    (lambda p: p.pop("train_config"), "cannot be resumed: 'train_config' (missing, not dict)"),
+    (lambda p: p.update(model_state="x"), "'model_state' must be a dict, got str"),
+    (lambda p: p["train_config"].update(bogus=1), "its train_config does not fit this version's options"),
+    (_two_groups, "different number of parameter groups"),
+])
+def test_resuming_a_broken_last_pt_exits_2_and_names_the_file(break_it, match, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, "--run-dir", str(runs), "--run-name", "r", "--max-steps", "2"]) == 0
+    payload = {k: v for k, v in load_checkpoint(runs / "r" / "last.pt").items() if k != "format"}
+    break_it(payload)
+    save_checkpoint(runs / "r" / "last.pt", payload)
+    capsys.readouterr()
+    assert train.main(["--resume", str(runs / "r"), "--max-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert str(runs / "r" / "last.pt") in err and match in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("break_it,match", [
+    (lambda p: p.update(task={}), "its task lacks canvas_size"),
+    (lambda p: p["task"].update(canvas_size=-5), "its task does not make canvases (canvas_size must be"),
+    (lambda p: p["task"].update(canvas_size="big"), "its task does not make canvases"),
+    (lambda p: p.update(model_state="x"), "'model_state' must be a dict, got str"),
+])
+def test_evaluating_a_broken_checkpoint_exits_2_and_names_the_file(break_it, match, tmp_path, capsys):
+    from glimpse.commands import evaluate
+
+    payload = {k: v for k, v in load_checkpoint(ROOT / "checkpoints" / "ram-cluttered60.pt").items() if k != "format"}
+    break_it(payload)
+    save_checkpoint(tmp_path / "broken.pt", payload)
+    assert evaluate.main(["--checkpoint", str(tmp_path / "broken.pt"), "--data-dir", "bundled"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "broken.pt") in err and match in err and "Traceback" not in err
+
+
+def test_resume_refuses_a_step_cap_the_run_has_passed_before_it_starts(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, "--run-dir", str(runs), "--run-name", "r", "--max-steps", "3"]) == 0
+    before = load_checkpoint(runs / "r" / "last.pt")["step"]
+    capsys.readouterr()
+    assert train.main(["--resume", str(runs / "r"), "--max-steps", "2"]) == 2
+    assert "already at step 3; nothing to train" in capsys.readouterr().err
+    assert load_checkpoint(runs / "r" / "last.pt")["step"] == before
+

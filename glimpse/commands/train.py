@@ -20,7 +20,7 @@ from dataclasses import fields
 from glimpse.cli import fail
 from envs.data import DataError
 from glimpse.training import distributed
-from glimpse.checkpoint import CheckpointError, load_checkpoint
+from glimpse.checkpoint import CheckpointError, check_resumable, load_checkpoint
 from glimpse.training.config import TrainConfig, build_parser, config_from_args
 from glimpse.training.loop import CheckpointWriteError, TrainingDiverged, _last_checkpoint, train
 
@@ -29,9 +29,9 @@ RESUMABLE_OVERRIDES = ("epochs", "max_steps", "threads", "device")
 
 def resumed_config(args) -> TrainConfig:
     """The interrupted run's own configuration; only budget options may change."""
-    checkpoint = load_checkpoint(_last_checkpoint(args.resume))
-    if "optimizer_state" not in checkpoint:
-        raise CheckpointError(f"{args.resume} is a final model checkpoint, not a run's last.pt: nothing to resume")
+    path = _last_checkpoint(args.resume)
+    checkpoint = load_checkpoint(path)
+    check_resumable(path, checkpoint)
     values = dict(checkpoint["train_config"])
     changed = [f.name for f in fields(TrainConfig) if getattr(args, f.name) is not None]
     refused = [name for name in changed if name not in RESUMABLE_OVERRIDES]
@@ -40,7 +40,15 @@ def resumed_config(args) -> TrainConfig:
                          f"{', '.join('--' + n.replace('_', '-') for n in refused)} "
                          f"(allowed: {', '.join('--' + n.replace('_', '-') for n in RESUMABLE_OVERRIDES)})")
     values.update({name: getattr(args, name) for name in changed})
-    return TrainConfig.from_dict(values)
+    if args.max_steps and args.max_steps <= checkpoint["step"]:
+        raise ValueError(f"--max-steps {args.max_steps}: the run in {path} is already at step {checkpoint['step']}; "
+                         f"nothing to train (give more steps, or leave --max-steps out)")
+    try:
+        return TrainConfig.from_dict(values)
+    except TypeError as exc:  # an option this version does not know
+        raise CheckpointError(f"{path}: its train_config does not fit this version's options ({exc})") from exc
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:

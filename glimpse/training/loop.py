@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from envs.data import MNISTSplits, load_mnist
-from glimpse.checkpoint import load_checkpoint, provenance, training_stages
+from glimpse.checkpoint import CheckpointError, load_checkpoint, provenance, training_stages
 from glimpse.evaluation import fixed_set
 from glimpse.progress import progress
 from glimpse.progress import say as progress_say
@@ -192,8 +192,13 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
                        (val_set.images[:N_PICTURES], val_set.labels[:N_PICTURES]), data.source,
                        provenance(device, data.digest), stages)
         if resumed is not None:
-            learner.model.load_state_dict(resumed["model_state"])
-            run.optimizer.load_state_dict(resumed["optimizer_state"])
+            try:
+                learner.model.load_state_dict(resumed["model_state"])
+                run.optimizer.load_state_dict(resumed["optimizer_state"])
+            except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+                said = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:300]
+                raise CheckpointError(f"{_last_checkpoint(resume)}: its weights or optimiser state do not fit the "
+                                      f"model its train_config builds ({said or type(exc).__name__})") from exc
             run.start_step, run.best_val, run.best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
             run.elapsed = resumed.get("train_seconds", 0.0)
             run.history = list(resumed.get("history", []))
