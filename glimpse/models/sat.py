@@ -11,6 +11,7 @@ No training logic here; :func:`doubly_stochastic_penalty` is a pure function the
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 import torch
@@ -82,9 +83,17 @@ class SATClassifier(nn.Module):
 
 
 def cell_coordinates(gh: int, gw: int, like: torch.Tensor) -> torch.Tensor:
-    """(1, gh * gw, 2): each cell's (x, y), from -1 (left, top) to 1, in the encoder's row-major cell order."""
-    y, x = torch.meshgrid(torch.linspace(-1, 1, gh), torch.linspace(-1, 1, gw), indexing="ij")
-    return torch.stack([x, y], -1).reshape(1, gh * gw, 2).to(like)
+    """(1, gh * gw, 2): each cell's (x, y), from -1 (left, top) to 1, in the encoder's row-major cell
+    order, with ``like``'s dtype and device: made there once per grid (on a GPU, building it from the
+    host at every forward pass is a blocking copy)."""
+    return _cell_coordinates(gh, gw, like.dtype, like.device)
+
+
+@functools.lru_cache(maxsize=16)
+def _cell_coordinates(gh: int, gw: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    y, x = torch.meshgrid(torch.linspace(-1, 1, gh, dtype=dtype, device=device),
+                          torch.linspace(-1, 1, gw, dtype=dtype, device=device), indexing="ij")
+    return torch.stack([x, y], -1).reshape(1, gh * gw, 2)
 
 
 def doubly_stochastic_penalty(alpha: torch.Tensor) -> torch.Tensor:

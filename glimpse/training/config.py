@@ -277,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
             where.add_argument(flag, type=kind, **kwargs)
     parser.add_argument("--resume", metavar="RUN_DIR_OR_CHECKPOINT", default=None,
                         help="continue an interrupted run exactly from its last checkpoint; only --epochs, "
-                             "--max-steps and --threads may change")
+                             "--max-steps, --threads and --device may change (on another device the run goes on, "
+                             "but not bit for bit: CPU and CUDA generators draw different numbers)")
     return parser
 
 

@@ -12,6 +12,7 @@ processes; only rank 0 validates, tests, writes TensorBoard and checkpoints.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,8 +64,15 @@ def batch_indices(seed: int, step: int, n_train: int, batch_size: int) -> np.nda
     """Training digits of ``step``: epochs are seeded permutations, the remainder is dropped."""
     steps_per_epoch = n_train // batch_size
     epoch, position = divmod(step, steps_per_epoch)
+    return epoch_order(seed, epoch, n_train)[position * batch_size:(position + 1) * batch_size]
+
+
+@functools.lru_cache(maxsize=2)
+def epoch_order(seed: int, epoch: int, n_train: int) -> np.ndarray:
+    """The seeded permutation of an epoch's training digits, made once per epoch (not once per step)."""
     order = np.random.default_rng([seed, 0, epoch]).permutation(n_train)
-    return order[position * batch_size:(position + 1) * batch_size]
+    order.flags.writeable = False  # shared by the epoch's steps
+    return order
 
 
 def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
