@@ -9,16 +9,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from glimpse.cli import replace_block
 from glimpse.models.registry import families_table
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = {ROOT / "docs" / "training.md": ("<!-- families:start -->", "<!-- families:end -->", families_table)}
-
-
-def rewritten(text: str, start: str, end: str, body: str) -> str:
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{body}\n{end}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for path, (start, end, make) in BLOCKS.items():
         text = path.read_text()
-        new = rewritten(text, start, end, make())
+        new = replace_block(path, start, end, make(), text=text)
         if new != text:
             stale.append(path.relative_to(ROOT))
             if args.write:

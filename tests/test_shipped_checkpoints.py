@@ -7,7 +7,6 @@ and in CI); skipped without it. Tolerance: 0.2 points (2 of 1,000 canvases), for
 differences between machines in the models' arithmetic; the canvases themselves are exact
 (drawn on the CPU, their hashes are checked in test_benchmark_sets.py).
 """
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -26,10 +25,9 @@ TOLERANCE = 0.002
 
 
 def load_table_script():
-    spec = importlib.util.spec_from_file_location("checkpoint_table", ROOT / "scripts" / "checkpoint_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    import glimpse.scores
+
+    return glimpse.scores
 
 
 def test_every_shipped_checkpoint_has_scores_of_this_benchmark():

@@ -344,14 +344,9 @@ def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
 
 
 def load_checkpoint_table():
-    import importlib.util
-    from pathlib import Path
+    import glimpse.scores
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "checkpoint_table.py"
-    spec = importlib.util.spec_from_file_location("checkpoint_table", script)
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
-    return table
+    return glimpse.scores
 
 
 def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_path, capsys):

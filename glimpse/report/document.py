@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from envs.engine import fixed_canvas_set
-from glimpse.cli import markdown_table
+from glimpse.cli import markdown_table, replace_block
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import FRESH_SEED, TEST_SEED, fixed_set
@@ -627,10 +627,4 @@ def _device(run: dict) -> str:
 
 def update_readme(readme: Path, headline_md: str, figure: str) -> None:
     """Replace the README's block between the headline markers with the generated table."""
-    text = readme.read_text()
-    if HEADLINE_START not in text or HEADLINE_END not in text:
-        raise ValueError(f"{readme} has no {HEADLINE_START} ... {HEADLINE_END} block to fill")
-    head, rest = text.split(HEADLINE_START, 1)
-    _, tail = rest.split(HEADLINE_END, 1)
-    block = f"{HEADLINE_START}\n{headline_md}\n\n![where they look]({figure})\n{HEADLINE_END}"
-    readme.write_text(head + block + tail)
+    replace_block(readme, HEADLINE_START, HEADLINE_END, f"{headline_md}\n\n![where they look]({figure})")

@@ -19,6 +19,7 @@ from glimpse.progress import progress, say
 
 from glimpse.report.experiments import Experiment
 from glimpse.checkpoint import CheckpointError, load_checkpoint
+from glimpse.cli import option_flags
 
 # the report trains with the same glimpse it runs from, installed or in a clone
 GLIMPSE_PARENT = str(Path(glimpse.__file__).resolve().parents[1])
@@ -57,29 +58,16 @@ def finished_run(run_dir: Path) -> dict | None:
         return None
 
 
-def _flags(options: dict) -> list[str]:
-    argv = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif value is False:
-            argv.append("--no-" + flag[2:])
-        elif value is not None:
-            argv += [flag, str(value)]
-    return argv
-
-
 def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_steps: int = 0,
                   data_dir: str | None = None) -> list[str]:
     run_dir = runs_dir / request.name
     common = {"threads": threads, "max_steps": max_steps or None}
     if (run_dir / "last.pt").exists():  # interrupted: continue it exactly
         return [sys.executable, *TRAIN, "--resume", str(run_dir),
-                *_flags({"epochs": request.epochs, **common})]
+                *option_flags({"epochs": request.epochs, **common})]
     options = {**request.experiment.train_options(request.seed, request.epochs), **common,
                "data_dir": data_dir, "run_dir": str(runs_dir), "run_name": request.name}
-    return [sys.executable, *TRAIN, *_flags(options)]
+    return [sys.executable, *TRAIN, *option_flags(options)]
 
 
 def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, threads: int = 1,

@@ -1,0 +1,240 @@
+"""The shipped checkpoints' scores: each scored by the code behind evaluate.py, the README's results
+table, the paired tests of docs/results.md, and the command that rebuilds each checkpoint from its
+own record (its config turned back into train.py options). Run as ``scripts/checkpoint_table.py``:
+
+    python scripts/checkpoint_table.py --data-dir ../shared/datasets           # print the table
+    python scripts/checkpoint_table.py --data-dir ../shared/datasets --write   # checkpoints/scores.json + README
+
+Test error by the same code as evaluate.py (deterministic; for RAM also averaged over --samples
+sampled trajectories, as `evaluate.py --samples`), training time as recorded in the checkpoint
+(this machine, 2 CPU cores), and the command that trained it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from envs.task import BENCHMARK_VERSION
+from glimpse.evaluation import FRESH_SEED, canvas_recipe, evaluate_checkpoint
+from glimpse.models import get_family
+from glimpse.checkpoint import load_checkpoint, training_stages
+from glimpse.cli import option_flags, replace_block
+from glimpse.stats import format_interval, holm, mcnemar
+
+ROOT = Path(__file__).resolve().parents[1]  # the clone whose checkpoints/, README.md and docs/ this writes
+
+REFERENCE = {  # (published, target) test error in %, from shared/reference and the issues
+    "ram-mnist28": ("1.12 (RAM, NIPS 2014)", "<= 0.8"),
+    "ram-cluttered60": ("4.08 (RAM, NIPS 2014)", "<= 2.5"),
+    "ram-cluttered100": ("10.83 (RAM, arXiv)", "<= 3.0"),
+    "draw-cluttered60": ("-", "<= 2.5"),
+    "draw-cluttered100": ("3.36 (DRAW)", "<= 3.3"),
+    "sat-cluttered60": ("-", "<= 2"),
+    "sat-cluttered100": ("-", "<= 3"),
+    "ram-multi100": ("about 5 (DRAM, Ba et al. 2015)", "<= 5"),
+    "sat-multi100": ("-", "-"),  # two digits, both must be right: no published number
+    "stn-cluttered60": ("1.7 (ST-CNN, its own cluttered MNIST)", "<= 2"),
+}
+DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every", "image_every", "checkpoint_every",
+            "val_every", "eval_batch_size", "max_steps"}
+
+
+def command(config: dict) -> str:
+    """The train.py options that apply to the run and differ from the preset's, in the order of the config."""
+    from glimpse.training.config import TrainConfig, family_options, resolve_config
+
+    run = TrainConfig.from_dict(config)  # today's option names for a run saved under older ones
+    config = run.applicable()  # a Show-Attend-Tell run has no glimpse sensor to state
+    chosen = ("mode", "arch", "preset")
+    base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
+    stated = {**family_options(run.family), "preset": config["preset"]}
+    stated.update({key: value for key, value in config.items()
+                   if key not in DEFAULTS and key not in chosen and base.get(key) != value})
+    return "python train.py " + " ".join(option_flags(stated))
+
+
+def staged_command(stages: list[dict]) -> str:
+    """The commands of a model trained in stages (``--init-from``; each stage a ``train_config``,
+    oldest first), joined by ``&&``: each stage but the last named by its run name, each stage
+    after the first started from the one before it, so the line rebuilds the model even after a
+    file an earlier stage started from has been replaced."""
+    lines, previous = [], None
+    for index, config in enumerate(stages):
+        config = dict(config)
+        if previous is not None:
+            config["init_from"] = f"runs/{previous}/best.pt"
+        line = command(config)
+        previous = config.get("run_name")
+        if index < len(stages) - 1:
+            if not previous:
+                raise ValueError(f"stage {index + 1} of {len(stages)} has no run name to start the next from")
+            line += f" --run-name {previous}"
+        lines.append(line)
+    return " && ".join(lines)
+
+
+SCORES = ROOT / "checkpoints" / "scores.json"
+EVAL_SEEDS = 5  # a random first glimpse: the mean over evaluation seeds 0-4
+FIRST = 1000  # tests/test_shipped_checkpoints.py re-scores the first 1,000 test canvases against this file
+README_START, README_END = "<!-- checkpoint-table:start -->", "<!-- checkpoint-table:end -->"
+PAIRED_START, PAIRED_END = "<!-- paired-tests:start -->", "<!-- paired-tests:end -->"
+RESULTS = ROOT / "docs" / "results.md"
+
+
+def interval(error: float, n: int) -> str:
+    """95 % Wilson interval of an error rate measured on n canvases, in %."""
+    return format_interval(error * n, n)
+
+
+def score(path: Path, data_dir: str | None, samples: int) -> dict:
+    """Every number of a checkpoint's row, by the code behind evaluate.py. A model whose first
+    glimpse falls at random is scored as the mean over evaluation seeds 0..EVAL_SEEDS-1 (the
+    first-1,000 check uses seed 0)."""
+    result = evaluate_checkpoint(path, data_dir=data_dir, progress=False)
+    # a model trained in stages (--init-from) is rebuilt, and costs, every stage
+    stages = training_stages(result)
+    seeds = range(EVAL_SEEDS if result["train_config"].get("first_location") == "random" else 1)
+    errors = [result["error"]] + [evaluate_checkpoint(path, data_dir=data_dir, seed=s, progress=False)["error"]
+                                  for s in seeds[1:]]
+    first = evaluate_checkpoint(path, data_dir=data_dir, limit=FIRST, progress=False)
+    # fresh canvases, and for a random first glimpse fresh first glimpses too (evaluation seeds
+    # EVAL_SEEDS..2*EVAL_SEEDS-1): on centred 28x28 digits the canvases cannot differ, the draws can
+    fresh_seeds = [s + EVAL_SEEDS for s in seeds] if len(seeds) > 1 else list(seeds)
+    fresh = [evaluate_checkpoint(path, data_dir=data_dir, canvas_seed=FRESH_SEED, seed=s, progress=False)["error"]
+             for s in fresh_seeds]
+    row = {"checkpoint": path.name, "benchmark": BENCHMARK_VERSION, "kind": result["kind"], "n": result["n"],
+           "test_error": sum(errors) / len(errors), f"first_{FIRST}_error": first["error"], "fresh_seed": FRESH_SEED,
+           "fresh_error": sum(fresh) / len(fresh),
+           "train_minutes": sum(stage["train_seconds"] or 0 for stage in stages) / 60,
+           "command": staged_command([stage["train_config"] for stage in stages])}
+    if len(stages) > 1:
+        row["stages"] = len(stages)
+    if len(errors) > 1:
+        row.update(eval_seeds=len(errors), test_errors_by_seed=errors, fresh_eval_seeds=fresh_seeds,
+                   fresh_errors_by_seed=fresh)
+    if get_family(result["kind"]).samples_trajectories and samples:
+        sampled = evaluate_checkpoint(path, data_dir=data_dir, samples=samples, progress=False)
+        row.update(samples=samples, sampled_error=sampled["error"])
+    return row
+
+
+def table(rows: list[dict], samples: int) -> str:
+    lines = [f"| checkpoint | test error % (95 % interval) | fresh canvases, seed {FRESH_SEED} % | hard, {samples} "
+             "trajectories averaged % | target % | published % | training time | command |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        published, target = REFERENCE.get(Path(row["checkpoint"]).stem, ("-", "-"))
+        sampled = error_cell(row["sampled_error"], row["n"]) if "sampled_error" in row else "-"
+        seeds = f", mean of seeds 0-{row['eval_seeds'] - 1}" if "eval_seeds" in row else ""
+        lines.append(f"| `{row['checkpoint']}` | {error_cell(row['test_error'], row['n'], seeds)} "
+                     f"| {error_cell(row['fresh_error'], row['n'], fresh_seeds_note(row))} | {sampled} | {target} | "
+                     f"{published} | {row['train_minutes']:.0f} min | `{row['command']}` |")
+    return "\n".join(lines)
+
+
+def error_cell(error: float, n: int, note: str = "") -> str:
+    """An error in % with its 95 % interval (the fresh sets and the sampled evaluation have the
+    fixed set's n canvases too) and a note on how it was averaged."""
+    return f"{100 * error:.2f} ({interval(error, n)}{note})"
+
+
+def fresh_seeds_note(row: dict) -> str:
+    """How the fresh column of a random-first-glimpse row was drawn (rows scored before it had
+    fresh evaluation seeds of its own used seeds 0..EVAL_SEEDS-1 there too)."""
+    seeds = row.get("fresh_eval_seeds")
+    return f", mean of seeds {seeds[0]}-{seeds[-1]}" if seeds else ""
+
+
+def paired(paths: list[Path], data_dir: str | None) -> list[dict]:
+    """McNemar's exact test for every two checkpoints tested on the same canvases (deterministic
+    evaluation, seed 0), Holm-adjusted over all the pairs."""
+    scored = {}
+    for path in paths:
+        result = evaluate_checkpoint(path, data_dir=data_dir, progress=False, per_canvas=True)
+        task = load_checkpoint(path)["task"]
+        scored[path.name] = (canvas_recipe(task), result["right"])
+    tests = []
+    names = sorted(scored)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if scored[a][0] == scored[b][0]:
+                size, clutter, _, digits = scored[a][0]
+                task = f"{size}x{size}, {clutter} clutter" + (f", {digits} digits" if digits > 1 else "")
+                tests.append({"task": task, "a": a, "b": b, **mcnemar(scored[a][1], scored[b][1])})
+    return holm(sorted(tests, key=lambda t: (t["task"], t["a"], t["b"])))
+
+
+def paired_table(tests: list[dict]) -> str:
+    lines = ["| canvases | A | B | A right, B wrong | B right, A wrong | p | p (Holm) | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for t in tests:
+        better = t["a"] if t["only_a"] > t["only_b"] else t["b"]
+        verdict = f"`{better}` reads more right" if t["p_holm"] < 0.05 else "no difference shown"
+        lines.append(f"| {t['task']} | `{t['a']}` | `{t['b']}` | {t['only_a']} | {t['only_b']} | {p_value(t['p'])} | "
+                     f"{p_value(t['p_holm'])} | {verdict} |")
+    return "\n".join(lines)
+
+
+def p_value(p: float) -> str:
+    return "< 1e-6" if p < 1e-6 else f"{p:.2g}"
+
+
+def update_readme(readme: Path, text: str) -> None:
+    replace_block(readme, README_START, README_END, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    parser.add_argument("--samples", type=int, default=10,
+                        help="also score hard models averaging this many sampled trajectories (0: skip)")
+    parser.add_argument("--write", action="store_true", help="write the scores to checkpoints/scores.json "
+                                                             "and the table into README.md")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="score only these checkpoints (file names) again; the other rows come from the scores file")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="keep every row of the scores file; compute only the paired tests again")
+    parser.add_argument("--commands-only", action="store_true",
+                        help="keep every score and paired test of the scores file; rebuild only each row's command "
+                             "from its checkpoint's record (after options are renamed); needs no data")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    paths = sorted(args.checkpoints.glob("*.pt"))
+    if args.commands_only:
+        scores = json.loads(SCORES.read_text())
+        for row in scores["rows"]:
+            stages = training_stages(load_checkpoint(args.checkpoints / row["checkpoint"]))
+            row["command"] = staged_command([stage["train_config"] for stage in stages])
+        text = table(scores["rows"], scores["samples"])
+        print(text)
+        if args.write:
+            SCORES.write_text(json.dumps(scores, indent=1) + "\n")
+            update_readme(ROOT / "README.md", text)
+        return 0
+    if args.paired_only:
+        rows = json.loads(SCORES.read_text())["rows"]
+    elif args.only:
+        kept = {row["checkpoint"]: row for row in json.loads(SCORES.read_text())["rows"]}
+        unknown = sorted(set(args.only) - {p.name for p in paths})
+        if unknown:
+            print(f"error: --only: no {', '.join(unknown)} in {args.checkpoints}", file=sys.stderr)
+            return 2
+        rows = [score(p, args.data_dir, args.samples) if p.name in args.only else kept[p.name] for p in paths]
+    else:
+        rows = [score(path, args.data_dir, args.samples) for path in paths]
+    text = table(rows, args.samples)
+    tests = paired(paths, args.data_dir)
+    print(text, paired_table(tests), sep="\n\n")
+    if args.write:
+        SCORES.write_text(json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows,
+                                      "paired": tests}, indent=1) + "\n")
+        update_readme(ROOT / "README.md", text)
+        replace_block(RESULTS, PAIRED_START, PAIRED_END, paired_table(tests))
+    return 0
+
