@@ -149,17 +149,49 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     task = present[0].runs[0]["task"]
     test_canvases, _ = fixed_set(task, data.test, "test")
     speed_canvases = test_canvases.images[:settings.speed_images]
-    n_train = len(data.train)
 
     progress("[report] measuring cost and speed per model")
-    measured: dict[str, dict] = {}
+    measured, seconds_per_epoch = _cost_and_speed(settings, data, present, speed_canvases, progress)
+    progress("[report] measuring the spread of the attention gradient")
+    gradients, estimators = _gradient_spreads(settings, data, present, progress)
+    progress("[report] REINFORCE's baselines at equal wall-clock")
+    curves = _estimator_runs(settings, data, speed_canvases, seconds_per_epoch)
+    if len(curves) > 1:
+        figures.estimator_curves(curves, seconds_per_epoch, out / "estimators.png")
+    progress("[report] figures")
+    figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
+    sweep_groups = _glimpse_sweep(settings, out)
+    has_gallery = _gallery(present, data, task, out)
+    progress("[report] paired tests")
+    tests = paired_tests(present)
+    doubling = {}  # --converged: each run of seed 0 against its recipe at twice the epochs
+    for group in (g for g in present if settings.converged and g.experiment.name.endswith("-converged")):
+        twice = collect(doubled(group.experiment), settings.seeds[:1], settings.runs_dir, settings.data_dir)
+        doubling[group.experiment.name] = doubling_check(group, twice)
+    progress("[report] writing")
+    n_test = len(test_canvases.labels)
+    path = out / "compare.md"
+    path.write_text(_document(Measured(settings, data, groups, measured, seconds_per_epoch, gradients, estimators,
+                                       curves, sweep_groups, has_gallery, n_test, tests, doubling)))
+    (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch, n_test))
+    return path
+
+
+def _cost_and_speed(settings, data, present, speed_canvases, progress) -> tuple[dict, dict]:
+    """Each model's cost per image and its training and evaluation speed, measured here; and the
+    seconds an epoch of its training takes at that speed."""
+    measured = {}
     for group in present:
         progress(f"[report]   {group.experiment.label}")
         measured[group.experiment.name] = {
             **cost_per_image(group), **throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)}
-    seconds_per_epoch = {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
+    n_train = len(data.train)
+    return measured, {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
 
-    progress("[report] measuring the spread of the attention gradient")
+
+def _gradient_spreads(settings, data, present, progress) -> tuple[dict, dict]:
+    """The attention gradient's spread at initialisation for every model that learns where to
+    look, and for the REINFORCE learners their baselines' noise at the trained weights."""
     gradients, estimators = {}, {}
     for group in present:
         family = get_family(group.runs[0]["kind"])
@@ -171,9 +203,13 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
                 estimators[group.experiment.name] = [
                     estimator_variance(group, samples, settings.grad_batches, settings.grad_batch_size,
                                        settings.data_dir) for samples in REINFORCE_SAMPLES]
+    return gradients, estimators
 
-    progress("[report] REINFORCE's baselines at equal wall-clock")
-    curves = []  # (label, seed-0 runs) of every estimator of the hard family, K = 1 first
+
+def _estimator_runs(settings, data, speed_canvases, seconds_per_epoch: dict) -> list:
+    """(label, seed-0 runs) of every REINFORCE estimator trained for the comparison, the learned
+    baseline first; their speeds join ``seconds_per_epoch``."""
+    curves = []
     for base in (e for e in ESTIMATED if e in settings.models):
         for k in (1, *settings.estimator_samples):
             group = collect(with_samples(base, k), settings.seeds[:1], settings.runs_dir, settings.data_dir)
@@ -182,15 +218,14 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
             name = group.experiment.name
             if name not in seconds_per_epoch:
                 speed = throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)
-                seconds_per_epoch[name] = n_train / speed["train_images_per_second"]
+                seconds_per_epoch[name] = len(data.train) / speed["train_images_per_second"]
             curves.append(("learned baseline" if k == 1 else f"leave-one-out, K = {k}", group))
-    if len(curves) > 1:
-        figures.estimator_curves(curves, seconds_per_epoch, out / "estimators.png")
+    return curves
 
-    progress("[report] figures")
-    figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
-    sweep_rows = {}
-    sweep_groups = {}
+
+def _glimpse_sweep(settings, out: Path) -> dict:
+    """The swept models' seed-0 runs at each number of glimpses, and their figure."""
+    sweep_rows, sweep_groups = {}, {}
     for base in (e for e in SWEPT if e in settings.models):
         short = base.label.split(" ")[0]
         sweep_groups[short] = [(n, collect(e, settings.seeds[:1], settings.runs_dir, settings.data_dir)) for n, e in
@@ -198,29 +233,20 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
         sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
     if settings.glimpse_counts:
         figures.glimpse_sweep(sweep_rows, PAPER_SWEEP, out / "glimpse_sweep.png")
+    return sweep_groups
+
+
+def _gallery(present, data, task: dict, out: Path) -> bool:
+    """Where every attention model looks on the same test canvases (seed 0), as one figure."""
     gallery = fixed_canvas_set(data.test.images[:N_GALLERY], data.test.labels[:N_GALLERY], task["canvas_size"],
                                task["n_clutter"], task["centred_digit"], TEST_SEED)
-    gallery_rows = [(g.experiment.label.replace(" (", "\n("),
-                     where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
-                                    gallery.labels, compact=True))
-                    for g in present if g.experiment.learns_attention and get_family(g.runs[0]["kind"]).has_attention]
-    if gallery_rows:
-        figures.attention_gallery(gallery_rows, gallery.labels, out / "where_they_look.png")
-
-    progress("[report] paired tests")
-    tests = paired_tests(present)
-    doubling = {}  # --converged: each run of seed 0 against its recipe at twice the epochs
-    for group in (g for g in present if settings.converged and g.experiment.name.endswith("-converged")):
-        twice = collect(doubled(group.experiment), settings.seeds[:1], settings.runs_dir, settings.data_dir)
-        doubling[group.experiment.name] = doubling_check(group, twice)
-    progress("[report] writing")
-    n_test = len(test_canvases.labels)
-    text = _document(Measured(settings, data, groups, measured, seconds_per_epoch, gradients, estimators, curves,
-                              sweep_groups, bool(gallery_rows), n_test, tests, doubling))
-    path = out / "compare.md"
-    path.write_text(text)
-    (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch, n_test))
-    return path
+    rows = [(g.experiment.label.replace(" (", "\n("),
+             where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
+                            gallery.labels, compact=True))
+            for g in present if g.experiment.learns_attention and get_family(g.runs[0]["kind"]).has_attention]
+    if rows:
+        figures.attention_gallery(rows, gallery.labels, out / "where_they_look.png")
+    return bool(rows)
 
 
 def _estimator_training(curves: list, seconds_per_epoch: dict) -> list[str]:

@@ -70,9 +70,7 @@ def batch_indices(seed: int, step: int, n_train: int, batch_size: int) -> np.nda
 @functools.lru_cache(maxsize=2)
 def epoch_order(seed: int, epoch: int, n_train: int) -> np.ndarray:
     """The seeded permutation of an epoch's training digits, made once per epoch (not once per step)."""
-    order = np.random.default_rng([seed, 0, epoch]).permutation(n_train)
-    order.flags.writeable = False  # shared by the epoch's steps
-    return order
+    return np.random.default_rng([seed, 0, epoch]).permutation(n_train)  # shared by the epoch's steps: read only
 
 
 def learning_rate(config: TrainConfig, step: int, total_steps: int) -> float:
