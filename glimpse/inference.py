@@ -1,5 +1,5 @@
 """Batched prediction for every registered family on plain canvases: used by validation,
-evaluate.py, localisation and the report, so that all of them score models the same way."""
+evaluate.py, finding (did it find the digit) and the report, so that all of them score models the same way."""
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -19,7 +19,7 @@ import torch
 
 from glimpse.cli import fail
 from envs.data import DataError, load_mnist
-from glimpse.measure import soft_minibatch
+from glimpse.gradient_noise import soft_minibatch
 from glimpse.models import get_family, list_families
 from glimpse.checkpoint import CheckpointError, load_model
 

@@ -21,7 +21,7 @@ import torch
 from envs.data import DataError
 from glimpse.checkpoint import CheckpointError, load_model
 from glimpse.cli import fail, markdown_table
-from glimpse.measure import reinforce_estimator_noise
+from glimpse.gradient_noise import reinforce_estimator_noise
 from glimpse.models import get_family
 
 

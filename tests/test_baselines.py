@@ -6,7 +6,7 @@ import torch
 from glimpse.commands import train
 from envs.engine import fixed_canvas_set
 from glimpse.models.episodes import play_canvases
-from glimpse.measure import flops_per_image, pixels_read
+from glimpse.costs import flops_per_image, pixels_read
 from glimpse.models import build_model
 from glimpse.checkpoint import load_checkpoint
 

@@ -3,7 +3,7 @@ and decoder with the attention replaced by mean or max pooling over the feature 
 import pytest
 import torch
 
-from glimpse.measure import flops_per_image
+from glimpse.costs import flops_per_image
 from glimpse.models import get_family
 from glimpse.models.attention_decoder import AttentionDecoder
 from glimpse.models.resnet import ResNetClassifier, ResNetConfig

@@ -15,7 +15,8 @@ from envs.engine import fixed_canvas_set
 from envs.task import TASKS
 from glimpse.checkpoint import load_checkpoint, load_model, save_checkpoint
 from glimpse.inference import predict_probabilities
-from glimpse.measure import attention_parameters, flops_per_image, pixels_read
+from glimpse.costs import flops_per_image, pixels_read
+from glimpse.gradient_noise import attention_parameters
 from glimpse.models import get_family, list_families
 from glimpse.models.registry import Attention
 from glimpse.training.config import PRESETS, REMOVED_OPTIONS, TrainConfig, family_options, resolve_config

@@ -8,7 +8,7 @@ import torch
 from glimpse.commands import evaluate
 from glimpse.commands import train
 from envs.engine import DIGIT_SIZE, DigitBank, fixed_canvas_set, make_canvases
-from glimpse.localisation import localise_checkpoint
+from glimpse.finding import localise_checkpoint
 from glimpse.models.sat import SATClassifier, SATConfig
 from glimpse.checkpoint import load_checkpoint
 from glimpse.training.config import resolve_config

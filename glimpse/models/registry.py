@@ -2,7 +2,7 @@
 
 A *family* (RAM, DRAW, Show-Attend-Tell, the Spatial Transformer, the full-image baselines) is
 one module under ``glimpse/models/`` that subclasses :class:`Family` and registers itself with
-:func:`register`. The training loop, inference, evaluation, localisation, measurements, pictures
+:func:`register`. The training loop, inference, evaluation, finding the digit, measurements, pictures
 and the report ask the registry (:func:`get_family`, :func:`list_families`) and call the family's
 methods; none of them branches on which model it holds.
 

@@ -20,7 +20,8 @@ from glimpse.cli import markdown_table, replace_block
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import FRESH_SEED, TEST_SEED, fixed_set
-from glimpse.measure import baseline_name, flops_per_image, pixels_read
+from glimpse.costs import flops_per_image, pixels_read
+from glimpse.gradient_noise import baseline_name
 from glimpse.models import get_family
 from glimpse.stats import format_interval
 from glimpse.report import figures
@@ -568,7 +569,7 @@ def _cost_section(r: Measured) -> list[str]:
         "largest box; DRAW: every pixel at every step, its Gaussian filters have full support; SAT and the "
         "baselines: every pixel once). Values in: numbers the learned part receives. FLOPs: "
         "`torch.utils.flop_counter` on one forward pass (matrix products and convolutions; see "
-        "glimpse/measure.py). Speeds: measured in this process, one model at a time, batch 128 for "
+        "glimpse/costs.py). Speeds: measured in this process, one model at a time, batch 128 for "
         "training, 500 for evaluation.",
         "",
         _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], rows),

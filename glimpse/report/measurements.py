@@ -13,8 +13,8 @@ from envs import ClutteredMNISTVectorEnv
 
 from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import FRESH_SEED, evaluate_checkpoint
-from glimpse.measure import (baseline_name, flops_per_image, pixels_read, reinforce_gradient_fn,
-                             reinforce_estimator_noise, soft_gradient_fn)
+from glimpse.costs import flops_per_image, pixels_read
+from glimpse.gradient_noise import baseline_name, reinforce_estimator_noise, reinforce_gradient_fn, soft_gradient_fn
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.report.runs import finished_run
@@ -167,7 +167,7 @@ def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:
 
 def cost_per_image(seed_runs: SeedRuns) -> dict:
     """Pixels and FLOPs per image of one forward pass (by definition and by count, see
-    glimpse.measure)."""
+    glimpse.costs)."""
     run = seed_runs.runs[0]
     pixels = pixels_read(run["kind"], run["task"], run["model_config"])
     return {**pixels, "flops": flops_per_image(run["kind"], seed_runs.model(), run["task"])}
@@ -237,7 +237,7 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
 
 def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_size: int, data_dir: str | None,
                        seed: int = 20_000) -> dict:
-    """:func:`glimpse.measure.reinforce_estimator_noise` at the seed-0 run's trained weights."""
+    """:func:`glimpse.gradient_noise.reinforce_estimator_noise` at the seed-0 run's trained weights."""
     run = seed_runs.runs[0]
     return reinforce_estimator_noise(run["kind"], seed_runs.model(0), run["task"], samples, n_batches, batch_size,
                                      data_dir, seed)

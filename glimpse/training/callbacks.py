@@ -15,7 +15,7 @@ import torch
 
 from glimpse.checkpoint import save_checkpoint
 from glimpse.inference import predict_probabilities, read_right
-from glimpse.localisation import DEFAULT_RADIUS, attention_centres, localisation_summary, reading_summary
+from glimpse.finding import DEFAULT_RADIUS, attention_centres, finding_summary, reading_summary
 from glimpse.progress import progress
 from glimpse.training import distributed
 from glimpse.training.learner import Learner, pictures
@@ -154,7 +154,7 @@ def accuracy(learner: Learner, images: np.ndarray, labels: np.ndarray, batch_siz
 def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
     """Validation accuracy and, for the attention models, whether they looked at the digit:
     the share of canvases where some step came within DEFAULT_RADIUS pixels of its centre, and
-    the median distance at the last step (see glimpse/localisation.py). One pass serves both.
+    the median distance at the last step (see glimpse/finding.py). One pass serves both.
     Multi-digit canvases report the share of digits read right and, for the attention models, the
     share of digits whose steps looked at them and of answers that are another digit's label."""
     multi = canvases.labels.ndim == 2
@@ -174,7 +174,7 @@ def validate(learner: Learner, canvases, batch_size: int) -> dict[str, float]:
                 "val/digit_accuracy": float((predictions == canvases.labels).mean()),
                 "val/digit_found": float(np.mean(reading["found"])),
                 "val/answered_another_digit": float(np.mean(reading["answered_another_digit"]))}
-    found = localisation_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
+    found = finding_summary(centres, canvases.digit_xy, predictions, canvases.labels, DEFAULT_RADIUS)
     return {"val/accuracy": float((predictions == canvases.labels).mean()),
             "val/digit_found": found["found"],
             "val/distance_to_digit": found["median_distance_per_step"][-1]}

@@ -53,7 +53,7 @@ def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarra
     return np.concatenate(centres), np.concatenate(predictions)
 
 
-def localisation_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.ndarray, labels: np.ndarray,
+def finding_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.ndarray, labels: np.ndarray,
                          radius: float) -> dict:
     """centres (N, T, 2) pixels, digit_xy (N, 2) top-left of each digit's box -> a summary dict.
 
@@ -118,7 +118,7 @@ def reading_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.n
 def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test",
                         radius: float = DEFAULT_RADIUS, seed: int = 0, batch_size: int = 500,
                         canvas_seed: int | None = None) -> dict:
-    """:func:`localisation_summary` (or for a model that reads several digits per canvas
+    """:func:`finding_summary` (or for a model that reads several digits per canvas
     :func:`reading_summary`) of a checkpoint on its fixed test (or validation) canvases, or with
     ``canvas_seed`` on fresh canvases of the split's digits drawn from that seed."""
     if not radius > 0 or batch_size < 1:
@@ -129,6 +129,6 @@ def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str =
     task, kind = payload["task"], payload["kind"]
     canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split, canvas_seed)
     centres, predictions = attention_centres(kind, model, task, canvases.images, batch_size, seed)
-    summarise = reading_summary if task.get("n_digits", 1) > 1 else localisation_summary
+    summarise = reading_summary if task.get("n_digits", 1) > 1 else finding_summary
     summary = summarise(centres, canvases.digit_xy, predictions, canvases.labels, radius)
     return {"checkpoint": str(checkpoint), "kind": kind, "split": split, "canvas_seed": canvas_seed, **summary}

@@ -1,7 +1,7 @@
 """Did the attention find the digit? Where a checkpoint looked, against where the digit was.
 
-    python scripts/localisation.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir ../shared/datasets
-    python scripts/localisation.py --checkpoint checkpoints/*-cluttered*.pt --data-dir ../shared/datasets
+    python scripts/finding.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir ../shared/datasets
+    python scripts/finding.py --checkpoint checkpoints/*-cluttered*.pt --data-dir ../shared/datasets
 
 On the fixed test canvases (the ones evaluate.py scores), for every attention family (RAM, DRAW, Show-Attend-Tell, the Spatial Transformer)
 checkpoints: at each step, the median distance in pixels from where the model looked to the
@@ -11,7 +11,7 @@ it was not; with several checkpoints, one table row each. A two-digit checkpoint
 per digit in reading order, whether the steps that answer it looked at it or only at the other
 digit, and the canvas error by the gap between the digits' left edges (its own table, also among
 several checkpoints). `--canvas-seed S` measures on fresh canvases drawn from seed S instead. See
-glimpse/localisation.py for what "where it looked" means for each model.
+glimpse/finding.py for what "where it looked" means for each model.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 
 from glimpse.cli import fail
 from envs.data import DataError
-from glimpse.localisation import DEFAULT_RADIUS, localise_checkpoint
+from glimpse.finding import DEFAULT_RADIUS, localise_checkpoint
 from glimpse.checkpoint import CheckpointError
 
 

@@ -1,15 +1,15 @@
-"""glimpse.measure: pixel counts, FLOP counts against hand computations, gradient variance on
-problems with a known answer, and that the real models' attention gradients can be measured."""
+"""glimpse.costs and glimpse.gradient_noise: pixel counts, FLOP counts against hand computations,
+gradient variance on problems with a known answer, and that the real models' attention gradients
+can be measured."""
 import math
 
 import gymnasium as gym
 import pytest
 import torch
 
-from glimpse.measure import (
-    attention_parameters, flop_breakdown, flops_per_image, gradient_statistics, pixels_read,
-    reinforce_attention_gradient, reinforce_gradient_fn, soft_gradient_fn,
-)
+from glimpse.costs import flop_breakdown, flops_per_image, pixels_read
+from glimpse.gradient_noise import (attention_parameters, gradient_statistics, reinforce_attention_gradient,
+                                    reinforce_gradient_fn, soft_gradient_fn)
 from glimpse.models import build_model
 from glimpse.models.ram.location import LocationPolicy
 

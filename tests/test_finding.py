@@ -1,4 +1,4 @@
-"""glimpse/localisation.py and scripts/localisation.py: where a model looked against where the digit is."""
+"""glimpse/finding.py and scripts/finding.py: where a model looked against where the digit is."""
 import importlib.util
 import json
 from pathlib import Path
@@ -9,12 +9,12 @@ import torch
 
 from glimpse.commands import train
 from envs.engine import fixed_canvas_set
-from glimpse.localisation import attention_centres, localisation_summary, reading_summary
+from glimpse.finding import attention_centres, finding_summary, reading_summary
 from glimpse.models import build_model
 from glimpse.training.config import resolve_config
 
 SCRIPT = importlib.util.spec_from_file_location(
-    "localisation_script", Path(__file__).resolve().parents[1] / "scripts" / "localisation.py")
+    "finding_script", Path(__file__).resolve().parents[1] / "scripts" / "finding.py")
 
 
 def test_summary_by_hand():
@@ -22,14 +22,14 @@ def test_summary_by_hand():
     digit_xy = np.array([[0, 0], [30, 10]])
     centres = np.array([[[14.0, 14.0], [20.0, 14.0]],    # on the digit, then 6 px right of it
                         [[0.0, 24.0], [44.0, 36.0]]])    # 44 px left, then 12 px below
-    summary = localisation_summary(centres, digit_xy, predictions=np.array([3, 5]), labels=np.array([3, 7]),
+    summary = finding_summary(centres, digit_xy, predictions=np.array([3, 5]), labels=np.array([3, 7]),
                                    radius=10)
     assert summary["median_distance_per_step"] == [22.0, 9.0]
     assert summary["within_radius_per_step"] == [0.5, 0.5]
     assert summary["found"] == 0.5 and summary["error"] == 0.5
     assert summary["error_when_found"] == 0.0 and summary["error_when_not_found"] == 1.0
     assert summary["share_of_errors_not_found"] == 1.0
-    assert localisation_summary(centres, digit_xy, np.array([3, 5]), np.array([3, 7]), radius=13)["found"] == 1.0
+    assert finding_summary(centres, digit_xy, np.array([3, 5]), np.array([3, 7]), radius=13)["found"] == 1.0
 
 
 def test_reading_summary_by_hand():
