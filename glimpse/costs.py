@@ -1,9 +1,9 @@
 """What a model costs per image, by definition and by count: the pixels it reads and the FLOPs of
 its forward pass (the report's "cost per image" and the bigger-canvas table).
 
-Kinds are the registered families of :mod:`glimpse.models`; each family says how it reads
+An ``arch`` is a registered family's name (:mod:`glimpse.models`); each family says how it reads
 (``pixels_read``). ``task`` is the dict stored in checkpoints; ``model_config`` the kwargs of the
-kind's Config dataclass.
+family's Config dataclass.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ __all__ = ["flop_breakdown", "flops_per_image", "pixels_read"]
 # pixels read
 # ---------------------------------------------------------------------------------------------
 
-def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
+def pixels_read(arch: str, task: dict, model_config: dict) -> dict[str, int]:
     """What one image costs in reading, by definition rather than by measurement: the family's
     :meth:`glimpse.models.Family.pixels_read` (a dict of ints per image: ``sensor_values``,
     ``canvas_pixels_touched``, ``input_pixels``; each family's docstring says how it counts).
@@ -31,7 +31,7 @@ def pixels_read(kind: str, task: dict, model_config: dict) -> dict[str, int]:
     lookups. That preprocessing is O(H W) per image but fixed; what the model *chooses* to look
     at is what ``canvas_pixels_touched`` counts.
     """
-    return get_family(kind).pixels_read(task, model_config)
+    return get_family(arch).pixels_read(task, model_config)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,7 +45,7 @@ def _random_canvases(task: dict, batch: int, seed: int) -> np.ndarray:
     return torch.randint(0, 256, (batch, size, size), generator=generator, dtype=torch.uint8).numpy()
 
 
-def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> dict[str, float]:
+def flop_breakdown(arch: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> dict[str, float]:
     """FLOPs per image of one forward pass, by aten op (e.g. ``{"addmm": ..., "bmm": ...}``).
 
     Counted with :class:`torch.utils.flop_counter.FlopCounterMode` on a batch of ``batch``
@@ -59,7 +59,7 @@ def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed
     kw * C_out per output position. What it does not count: elementwise ops (activations, adds,
     exp, softmax, the filterbank's Gaussians), reductions, cumsum, gather/indexing, pooling.
 
-    Consequences per kind:
+    Consequences per family:
 
     The forward pass is the family's :meth:`glimpse.models.Family.run`, as evaluation runs it.
 
@@ -78,7 +78,7 @@ def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed
       small bmm.
     * ``fc``, ``cnn``: ``model(images)``; the Linear layers and the convolution.
     """
-    family = get_family(kind)
+    family = get_family(arch)
     canvases = _random_canvases(task, batch, seed)
     draws = family.evaluation_draws(model, task, batch, seed, False)
     counter = FlopCounterMode(display=False)
@@ -88,7 +88,7 @@ def flop_breakdown(kind: str, model: nn.Module, task: dict, batch: int = 8, seed
     return {str(op).split(".")[-1]: count / batch for op, count in by_op.items()}
 
 
-def flops_per_image(kind: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> float:
+def flops_per_image(arch: str, model: nn.Module, task: dict, batch: int = 8, seed: int = 0) -> float:
     """Total FLOPs per image of one forward pass; the sum of :func:`flop_breakdown` (see there
     for exactly what is and is not counted)."""
-    return float(sum(flop_breakdown(kind, model, task, batch, seed).values()))
+    return float(sum(flop_breakdown(arch, model, task, batch, seed).values()))

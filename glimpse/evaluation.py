@@ -86,11 +86,11 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         raise ValueError("--canvas-seed must be >= 0 and applies without --images only")
     model, payload = load_model(checkpoint)
     model.to(device)
-    task, kind = payload["task"], payload["kind"]
-    family = get_family(kind)
+    task, arch = payload["task"], payload["kind"]
+    family = get_family(arch)
     if samples and not family.samples_trajectories:
         raise ValueError(f"--samples applies to models that sample where they look (hard attention); "
-                         f"a {kind} model is deterministic")
+                         f"a {arch} model is deterministic")
     if images_file is not None:
         images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
         described = str(images_file)
@@ -105,13 +105,13 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         images, labels = images[:limit], labels[:limit]
     start = time.perf_counter()
     with progress_bar(total=len(images), desc="evaluate", unit="img", disable=not progress) as bar:
-        probs = predict_probabilities(kind, model, task, images, batch_size, samples, seed, progress=bar)
+        probs = predict_probabilities(arch, model, task, images, batch_size, samples, seed, progress=bar)
     seconds = time.perf_counter() - start
     predictions = probs.argmax(-1).numpy()
     right = read_right(predictions, labels)
     accuracy = float(right.mean())
     policy = family.evaluation_text(task, samples, seed)
-    result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": kind,
+    result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": arch,
               "error_interval": list(wilson_interval(int((~right).sum()), len(labels))),  # 95 %, Wilson
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
               "images_per_second": len(labels) / seconds, "device": str(device),

@@ -34,16 +34,16 @@ GAP_EDGES = (3, 10)
 
 
 @torch.no_grad()
-def attention_centres(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
+def attention_centres(arch: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
                       seed: int = 0, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """(N, H, W) uint8 canvases -> (centres (N, T, 2) pixel (x, y) of each step, predictions (N,)
     or (N, K) for a model that reads K digits per canvas).
 
     The predictions are evaluate.py's (deterministic); ``seed`` places random first glimpses as
     ``evaluate.py --seed`` does. ``progress``: a tqdm bar to advance by each batch."""
-    family = get_family(kind)
+    family = get_family(arch)
     if not family.has_attention:
-        raise ValueError(f"a {kind} model reads the whole canvas: there is no attention to locate")
+        raise ValueError(f"a {arch} model reads the whole canvas: there is no attention to locate")
     centres, predictions = [], []
     for part, (look,) in looks(family, model, task, images, batch_size, seed=seed):
         centres.append(unit_to_pixels(look.attention.centres.cpu(), task["canvas_size"]).numpy())
@@ -126,9 +126,9 @@ def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str =
     if canvas_seed is not None and canvas_seed < 0:
         raise ValueError(f"--canvas-seed must be >= 0, got {canvas_seed}")
     model, payload = load_model(checkpoint)
-    task, kind = payload["task"], payload["kind"]
+    task, arch = payload["task"], payload["kind"]
     canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split, canvas_seed)
-    centres, predictions = attention_centres(kind, model, task, canvases.images, batch_size, seed)
+    centres, predictions = attention_centres(arch, model, task, canvases.images, batch_size, seed)
     summarise = reading_summary if task.get("n_digits", 1) > 1 else finding_summary
     summary = summarise(centres, canvases.digit_xy, predictions, canvases.labels, radius)
-    return {"checkpoint": str(checkpoint), "kind": kind, "split": split, "canvas_seed": canvas_seed, **summary}
+    return {"checkpoint": str(checkpoint), "kind": arch, "split": split, "canvas_seed": canvas_seed, **summary}

@@ -67,14 +67,14 @@ def gradient_statistics(grad_fn: Callable[[int], torch.Tensor], n_batches: int) 
     return GradStats(mean, variance, total, relative, n_batches)
 
 
-def attention_parameters(model: nn.Module, kind: str) -> dict[str, nn.Parameter]:
-    """The parameters that decide *where* a ``kind`` model looks, by name: its family's
+def attention_parameters(model: nn.Module, arch: str) -> dict[str, nn.Parameter]:
+    """The parameters that decide *where* an ``arch`` model looks, by name: its family's
     :meth:`glimpse.models.Family.attention_module` (RAM: the policy's mean head; DRAW: the
     Linear h -> 5 attention parameters; Show-Attend-Tell: the additive attention; the Spatial
     Transformer: its localisation network)."""
-    module = get_family(kind).attention_module(model)
+    module = get_family(arch).attention_module(model)
     if module is None:
-        raise ValueError(f"a {kind} model has no attention parameters")
+        raise ValueError(f"a {arch} model has no attention parameters")
     return dict(module.named_parameters())
 
 
@@ -97,9 +97,9 @@ def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(grads, params)])
 
 
-def reinforce_attention_gradient(kind: str, model: nn.Module, env, seed: int, indices: np.ndarray | None = None,
+def reinforce_attention_gradient(arch: str, model: nn.Module, env, seed: int, indices: np.ndarray | None = None,
                                  samples: int = 1) -> torch.Tensor:
-    """One minibatch's REINFORCE gradient of a hard ``kind`` model's location policy (its mean
+    """One minibatch's REINFORCE gradient of a hard ``arch`` model's location policy (its mean
     head: :func:`attention_parameters`), flattened (d,).
 
     Plays ``env.num_envs`` episodes with sampled locations (the family's ``episodes``;
@@ -110,8 +110,8 @@ def reinforce_attention_gradient(kind: str, model: nn.Module, env, seed: int, in
     from one first location, with the leave-one-out baseline (``--reinforce-samples K``).
     ``indices`` fixes the digits instead. Weights are not changed; no ``.grad`` is written.
     """
-    family = get_family(kind)
-    params = list(attention_parameters(model, kind).values())
+    family = get_family(arch)
+    params = list(attention_parameters(model, arch).values())
     generator = torch.Generator().manual_seed(seed)
     if samples > 1:
         if env.num_envs % samples:
@@ -139,10 +139,10 @@ def baseline_name(samples: int) -> str:
     return "learned baseline" if samples == 1 else f"leave-one-out baseline, K = {samples}"
 
 
-def reinforce_estimator_noise(kind: str, model: nn.Module, task: dict, samples: int, n_batches: int,
+def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: int, n_batches: int,
                               batch_size: int, data_dir: str | None = None, seed: int = 20_000,
                               n_bootstrap: int = 200) -> dict:
-    """How noisy one REINFORCE estimator of a hard ``kind`` model's location-policy gradient is,
+    """How noisy one REINFORCE estimator of a hard ``arch`` model's location-policy gradient is,
     and what it costs.
 
     ``samples`` = 1: the learned baseline; K > 1: the leave-one-out baseline, each of the
@@ -153,7 +153,7 @@ def reinforce_estimator_noise(kind: str, model: nn.Module, task: dict, samples: 
     ``seconds_per_batch``, what one minibatch's gradient took here (rollout and backward), so that
     estimators compare at equal wall-clock: trace x seconds."""
     env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-    grad_fn = reinforce_gradient_fn(kind, model, env, seed, samples)
+    grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples)
     grad_fn(-1)  # warm-up: digits loaded, caches filled
     start = time.perf_counter()
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
@@ -166,14 +166,14 @@ def reinforce_estimator_noise(kind: str, model: nn.Module, task: dict, samples: 
             "trace_interval": (float(lo), float(hi)), "seconds_per_batch": seconds}
 
 
-def soft_attention_gradient(model: nn.Module, kind: str, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def soft_attention_gradient(model: nn.Module, arch: str, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """One minibatch's backprop gradient of cross-entropy w.r.t. the soft model's attention
     parameters (:func:`attention_parameters`), flattened (d,).
 
     images (B, 1, H, W) float in [0, 1]; labels (B,) int64. No regulariser is added (SAT's
     doubly stochastic term is off by default). Weights are not changed; no ``.grad`` is written.
     """
-    params = list(attention_parameters(model, kind).values())
+    params = list(attention_parameters(model, arch).values())
     with _requires_grad(params):
         loss = F.cross_entropy(model(images)["logits"], labels)
         return _flat_grad(loss, params)
@@ -190,18 +190,18 @@ def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torc
     return canvases_to_tensor(batch.images), batch.labels
 
 
-def reinforce_gradient_fn(kind: str, model: nn.Module, env, seed: int = 0,
+def reinforce_gradient_fn(arch: str, model: nn.Module, env, seed: int = 0,
                           samples: int = 1) -> Callable[[int], torch.Tensor]:
-    """``i -> reinforce_attention_gradient(kind, model, env, seed + i, samples=samples)``, for
+    """``i -> reinforce_attention_gradient(arch, model, env, seed + i, samples=samples)``, for
     :func:`gradient_statistics`."""
-    return lambda i: reinforce_attention_gradient(kind, model, env, seed + i, samples=samples)
+    return lambda i: reinforce_attention_gradient(arch, model, env, seed + i, samples=samples)
 
 
-def soft_gradient_fn(model: nn.Module, kind: str, task: dict, digits, batch_size: int,
+def soft_gradient_fn(model: nn.Module, arch: str, task: dict, digits, batch_size: int,
                      seed: int = 0) -> Callable[[int], torch.Tensor]:
     """``i -> soft_attention_gradient`` on ``soft_minibatch(task, digits, batch_size, seed + i)``."""
     def grad_fn(i: int) -> torch.Tensor:
         images, labels = soft_minibatch(task, digits, batch_size, seed + i)
-        return soft_attention_gradient(model, kind, images, labels)
+        return soft_attention_gradient(model, arch, images, labels)
 
     return grad_fn

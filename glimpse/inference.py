@@ -42,7 +42,7 @@ def looks(family: Family, model: nn.Module, task: dict, images: np.ndarray, batc
 
 
 @torch.no_grad()
-def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
+def predict_probabilities(arch: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
                           n_samples: int = 0, seed: int = 0, progress=None) -> torch.Tensor:
     """Class probabilities (N, C) for (N, H, W) uint8 canvases; (N, K, C) for a model that reads K digits.
 
@@ -51,7 +51,7 @@ def predict_probabilities(kind: str, model: nn.Module, task: dict, images: np.nd
     :func:`looks` for how they are seeded.
     """
     outputs = []
-    for _, trajectories in looks(get_family(kind), model, task, images, batch_size, n_samples, seed):
+    for _, trajectories in looks(get_family(arch), model, task, images, batch_size, n_samples, seed):
         probs = sum(torch.softmax(look.logits, -1) for look in trajectories) / len(trajectories)
         outputs.append(probs.cpu())
         if progress is not None:

@@ -187,10 +187,10 @@ def _parallel_training_worker(rank: int, world: int, port: int, config: dict, da
         distributed.cleanup(finished)
 
 
-def eval_images_per_second(kind: str, model, task: dict, images: np.ndarray, batch_size: int = 500) -> float:
+def eval_images_per_second(arch: str, model, task: dict, images: np.ndarray, batch_size: int = 500) -> float:
     """Images/s of deterministic prediction on (N, H, W) uint8 canvases, on the model's device
     (the probabilities come back to the CPU, which waits for them)."""
-    predict_probabilities(kind, model, task, images[:batch_size], batch_size)  # warm-up
+    predict_probabilities(arch, model, task, images[:batch_size], batch_size)  # warm-up
     start = time.perf_counter()
-    predict_probabilities(kind, model, task, images, batch_size)
+    predict_probabilities(arch, model, task, images, batch_size)
     return len(images) / (time.perf_counter() - start)

@@ -42,7 +42,7 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
     family = get_family(name)
     config = resolve_config({"preset": "cluttered60", **family_options(family), "batch_size": 8,
                              "data_dir": "bundled"})
-    assert config.family is family and config.model_kind == name
+    assert config.family is family and config.arch == name
     torch.manual_seed(0)
     learner = make_learner(config, data)
     assert learner.family is family and learner.task == config.task()
@@ -90,7 +90,7 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
 def test_registry_lists_each_family_once_and_names_the_unknown():
     assert len(FAMILIES) == len(set(FAMILIES)) and {"ram", "dram", "draw", "sat", "stn", "cnn", "fc"} <= set(FAMILIES)
     assert {"ram", "dram"} <= {f.name for f in list_families("hard")}
-    with pytest.raises(ValueError, match="unknown model kind 'vit'"):
+    with pytest.raises(ValueError, match="unknown family 'vit'"):
         get_family("vit")
 
 

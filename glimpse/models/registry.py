@@ -284,7 +284,7 @@ def register(family_class: type[Family]) -> type[Family]:
 
 def get_family(name: str) -> Family:
     if name not in _REGISTRY:
-        raise ValueError(f"unknown model kind {name!r}; the registered families are {sorted(_REGISTRY)}")
+        raise ValueError(f"unknown family {name!r}; the registered families are {sorted(_REGISTRY)}")
     return _REGISTRY[name]
 
 
@@ -301,9 +301,10 @@ def list_families(mode: str | None = None) -> list[Family]:
     return [f for f in _REGISTRY.values() if mode is None or f.mode == mode]
 
 
-def build_model(kind: str, model_config: dict) -> nn.Module:
-    """Rebuild a model from what a checkpoint stores: its ``kind`` and ``model_config``."""
-    return get_family(kind).build(model_config)
+def build_model(arch: str, model_config: dict) -> nn.Module:
+    """Rebuild a model from what a checkpoint stores: its family's name (the checkpoint's ``kind``)
+    and ``model_config``."""
+    return get_family(arch).build(model_config)
 
 
 def declared_options() -> list[tuple[str, dict[str, Option]]]:

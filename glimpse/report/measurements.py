@@ -210,16 +210,16 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     (resampling the minibatches; the upper end is inf when the signal is not resolved) and the
     ``estimator``'s name."""
     run = seed_runs.runs[0]
-    kind, task = run["kind"], run["task"]
+    arch, task = run["kind"], run["task"]
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
-    model = build_model(kind, run["model_config"]).eval()
-    if get_family(kind).learns_by_reinforce:
+    model = build_model(arch, run["model_config"]).eval()
+    if get_family(arch).learns_by_reinforce:
         samples = run["train_config"].get("reinforce_samples", 1)
         env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-        grad_fn = reinforce_gradient_fn(kind, model, env, seed, samples)
+        grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples)
         estimator = f"REINFORCE + {baseline_name(samples)}"
     else:
-        grad_fn = soft_gradient_fn(model, kind, task, data.train, batch_size, seed)
+        grad_fn = soft_gradient_fn(model, arch, task, data.train, batch_size, seed)
         estimator = "backpropagation"
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
     # bootstrap the inverse (signal / trace), which stays finite, then invert its interval

@@ -195,7 +195,7 @@ class GeneralOptions:
     @property
     def family(self) -> Family:
         """The registry's entry for the model this run trains."""
-        return get_family(self.model_kind)
+        return get_family(self.arch)
 
     def task(self) -> dict:
         """The canvas recipe and sensor, as GlimpseTask fields: stored in checkpoints, checked
@@ -220,10 +220,6 @@ class GeneralOptions:
     def from_dict(cls, values: dict) -> "TrainConfig":
         """A config as checkpoints store it; options this version removed load at their old default."""
         return cls(**drop_removed(values, REMOVED_OPTIONS, "run"))
-
-    @property
-    def model_kind(self) -> str:
-        return self.arch
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -273,8 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
         if f.type in ("bool", bool):
             where.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         else:
-            kind = {"int": int, "float": float, int: int, float: float}.get(f.type, str)
-            where.add_argument(flag, type=kind, **kwargs)
+            parse = {"int": int, "float": float, int: int, float: float}.get(f.type, str)
+            where.add_argument(flag, type=parse, **kwargs)
     parser.add_argument("--resume", metavar="RUN_DIR_OR_CHECKPOINT", default=None,
                         help="continue an interrupted run exactly from its last checkpoint; only --epochs, "
                              "--max-steps, --threads and --device may change (on another device the run goes on, "
