@@ -18,7 +18,7 @@ def load_benchmark():
     return module
 
 
-@pytest.mark.parametrize("overrides", [{"mode": "hard"}, {"mode": "soft", "soft_arch": "draw"}])
+@pytest.mark.parametrize("overrides", [{"mode": "hard"}, {"mode": "soft", "arch": "draw"}])
 def test_training_speed_times_real_steps_phase_by_phase(bundled, overrides):
     config = resolve_config({"preset": "cluttered60", "batch_size": 8, "data_dir": "bundled", **overrides})
     torch.manual_seed(0)
@@ -42,12 +42,29 @@ def test_speed_benchmark_rejects_bad_options(capsys):
         assert "no CUDA GPU" in capsys.readouterr().err
 
 
-def test_env_speed_counts_glimpses_of_whole_episodes(bundled):
-    from glimpse.speed import env_steps_per_second
+def test_env_speed_counts_glimpses_of_whole_episodes(bundled, monkeypatch):
+    """Glimpse-steps/s is episodes x envs x glimpses per episode over the timed seconds, and the
+    timed loop plays every episode to its judged end (T steps, then the autoreset step)."""
+    import glimpse.speed as speed
+    from envs import ClutteredMNISTVectorEnv
 
+    from types import SimpleNamespace
+
+    ticks = iter([100.0, 110.0] * 2)  # each timing reads the module's clock twice: 10 s
+    monkeypatch.setattr(speed, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    steps, ends, real_step = [], [], ClutteredMNISTVectorEnv.step
+
+    def counted(self, action):
+        out = real_step(self, action)
+        steps.append(1)
+        ends.append(bool(out[2].all()))  # terminated: the episodes were judged
+        return out
+
+    monkeypatch.setattr(ClutteredMNISTVectorEnv, "step", counted)
     for validate in (True, False):
-        assert env_steps_per_second(8, 2, "cpu", validate, "bundled") > 0
-    assert env_steps_per_second(4, 1, "cpu", True, "bundled", sync=True) > 0
+        steps.clear(), ends.clear()
+        assert speed.env_steps_per_second(8, 2, "cpu", validate, "bundled") == pytest.approx(2 * 8 * 6 / 10)
+        assert len(steps) == 2 * (6 + 1) and sum(ends) == 2  # two whole episodes, each judged once
 
 
 def test_training_flops_are_counted_for_forward_and_backward(bundled):
