@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.engine import fixed_canvas_set
+from envs.engine import canvas_digest, fixed_canvas_set
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.inference import predict_probabilities, read_right
@@ -91,6 +91,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if samples and not family.samples_trajectories:
         raise ValueError(f"--samples applies to models that sample where they look (hard attention); "
                          f"a {arch} model is deterministic")
+    canvas_hash = None
     if images_file is not None:
         images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
         described = str(images_file)
@@ -101,6 +102,9 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         kind_of_set = "set" if canvas_seed is None else "digits on fresh canvases"
         described = (f"{split} {kind_of_set}: {len(labels) if limit is None else min(limit, len(labels))} "
                      f"canvases of {data.source}, seed {set_seed} (benchmark v{BENCHMARK_VERSION})")
+        if limit is not None:
+            canvases = type(canvases)(canvases.images[:limit], canvases.labels[:limit], canvases.digit_xy[:limit])
+        canvas_hash = canvas_digest(canvases)  # what glimpse.benchmark reports for the same canvases
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
     start = time.perf_counter()
@@ -115,6 +119,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
               "error_interval": list(wilson_interval(int((~right).sum()), len(labels))),  # 95 %, Wilson
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
               "images_per_second": len(labels) / seconds, "device": str(device),
+              "benchmark": BENCHMARK_VERSION, "canvas_hash": canvas_hash, "trajectories_per_image": max(samples, 1),
               "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),
               "train_config": payload.get("train_config", {}),

@@ -5,14 +5,18 @@
     python evaluate.py --checkpoint checkpoints/ram-cluttered60.pt --samples 10   # averaged trajectories
     python evaluate.py --checkpoint checkpoints/ram-cluttered60.pt --canvas-seed 20261123   # fresh canvases
     python evaluate.py --checkpoint runs/.../best.pt --against checkpoints/ram-cluttered60.pt  # paired test
+    python evaluate.py --model my_module:predict --preset cluttered60   # a model that is not in the lab
 
 Without --images the checkpoint's own task is rebuilt on the test digits with a fixed seed: the
 same canvases that train.py reports on. Hard models follow the policy mean by default;
 ``--samples M`` averages the class probabilities of M sampled trajectories and says so. The
 error comes with its 95 % (Wilson) interval, the README's convention. ``--against B`` scores a
 second checkpoint on the same canvases and compares the two canvas by canvas (McNemar's exact
-test): the test behind every "A beats B" in the docs.
-Exit code 2 for a bad checkpoint, file or option.
+test): the test behind every "A beats B" in the docs. ``--model module:callable --preset TASK``
+scores a model that is not in the lab's registry (glimpse.benchmark.score: a callable from canvases
+(B, 1, H, W) in [0, 1] to logits (B, 10)) on the same canvases; with ``--against CHECKPOINT`` it is
+compared with a checkpoint canvas by canvas.
+Exit code 2 for a bad checkpoint, file, model or option.
 """
 from __future__ import annotations
 
@@ -35,7 +39,13 @@ MAX_SAMPLES = 1000  # --samples: sampled trajectories averaged per canvas
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="a .pt written by train.py (best.pt) or shipped in checkpoints/")
+    parser.add_argument("--checkpoint", help="a .pt written by train.py (best.pt) or shipped in checkpoints/")
+    parser.add_argument("--model", metavar="MODULE:CALLABLE",
+                        help="instead of --checkpoint: score this callable, canvases (B, 1, H, W) float in [0, 1] "
+                             "-> logits (B, 10), imported from MODULE (a module on the Python path or a .py file), "
+                             "on --preset's canvases (glimpse.benchmark.score)")
+    parser.add_argument("--preset", default=None, help="with --model: the task whose canvases it reads "
+                                                        "(cluttered60, cluttered100, ...)")
     parser.add_argument("--against", metavar="CHECKPOINT",
                         help="also score this checkpoint on the same canvases, with the same options, and test "
                              "canvas by canvas whether the two differ (McNemar's exact test)")
@@ -80,9 +90,72 @@ def public(result: dict) -> dict:
     return {key: value for key, value in result.items() if key not in ("train_config", "right")}
 
 
+def outside_model(spec: str):
+    """The callable named by ``module:callable`` (a module on the Python path, or a .py file)."""
+    import importlib
+    import importlib.util
+
+    if spec.count(":") != 1 or not all(spec.split(":")):
+        raise ValueError(f"--model must be MODULE:CALLABLE, got {spec!r}")
+    where, name = spec.split(":")
+    try:
+        if where.endswith(".py"):
+            loaded = importlib.util.spec_from_file_location(Path(where).stem, where)
+            if loaded is None or not Path(where).is_file():
+                raise ValueError(f"--model: no file {where}")
+            module = importlib.util.module_from_spec(loaded)
+            loaded.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except ImportError as exc:
+        raise ValueError(f"--model: cannot import {where} ({exc})") from exc
+    predict = getattr(module, name, None)
+    if not callable(predict):
+        raise ValueError(f"--model: {where} has no callable {name!r}")
+    return predict
+
+
+def score_outside_model(args, device) -> int:
+    """evaluate.py --model: the outside model's benchmark result, and with --against a checkpoint
+    on the same canvases and McNemar's test of the two."""
+    from glimpse.benchmark import score
+    from glimpse.stats import mcnemar
+
+    if args.preset is None:
+        raise ValueError("--model needs --preset: the task whose canvases the model reads")
+    if args.images is not None or args.samples:
+        raise ValueError("--model scores the benchmark's canvases: --images and --samples are for checkpoints")
+    result = score(outside_model(args.model), args.preset, split=args.split, canvas_seed=args.canvas_seed,
+                   device=device, batch_size=args.batch_size, data_dir=args.data_dir, limit=args.limit,
+                   model=args.model)
+    low, high = result.error_interval
+    print(f"{args.model} on {result.split} canvases of {result.task} (benchmark v{result.benchmark}, seed "
+          f"{result.canvas_seed}, hash {result.set_hash}): error {100 * result.error:.2f} % (95 % interval "
+          f"{100 * low:.2f}-{100 * high:.2f}), n={result.n}; reads the whole canvas")
+    summary = result.to_dict()
+    if args.against is not None:
+        other = evaluate_checkpoint(args.against, split=args.split, data_dir=args.data_dir, seed=args.seed,
+                                    batch_size=args.batch_size, canvas_seed=args.canvas_seed, limit=args.limit,
+                                    device=device, per_canvas=True, progress=False)
+        if len(other["right"]) != result.n or other["canvas_hash"] != result.set_hash:
+            raise ValueError(f"{args.against} reads other canvases than --preset {args.preset}: a paired test "
+                             f"needs the same canvases")
+        test = mcnemar(result.right, other["right"])
+        print(f"against {Path(args.against).name}: error {100 * other['error']:.2f} %; canvas by canvas "
+              f"{test['only_a']} read right only by {args.model}, {test['only_b']} only by {args.against}; "
+              f"McNemar's exact p = {test['p']:.3g}")
+        summary["against"] = {**public(other), "only_this": test["only_a"], "only_against": test["only_b"],
+                              "p": test["p"]}
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if (args.checkpoint is None) == (args.model is None):
+            raise ValueError("give --checkpoint (a lab checkpoint) or --model MODULE:CALLABLE (any model), one of them")
         if not 1 <= args.threads <= MAX_THREADS:
             raise ValueError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
         if not 0 <= args.seed < 2**32:  # as train.py's --seed
@@ -90,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.samples > MAX_SAMPLES:
             raise ValueError(f"--samples must be at most {MAX_SAMPLES} trajectories per canvas, got {args.samples}")
         torch.set_num_threads(args.threads)
+        if args.model is not None:
+            return score_outside_model(args, resolve_device(args.device))
+        if args.preset is not None:
+            raise ValueError("--preset is for --model: a checkpoint reads its own task")
         options = dict(images_file=args.images, split=args.split, data_dir=args.data_dir, samples=args.samples,
                        seed=args.seed, batch_size=args.batch_size, canvas_seed=args.canvas_seed, limit=args.limit,
                        device=resolve_device(args.device))

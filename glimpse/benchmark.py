@@ -1,0 +1,184 @@
+"""The benchmark as a protocol anyone can score a model against, registered here or not.
+
+Published numbers on cluttered MNIST rarely compare: each paper builds its own canvases and picks
+its own evaluation (one trajectory or ten averaged, the best epoch chosen on the test set or not).
+This module fixes those choices and reports them with the number:
+
+- the canvases: benchmark v1's fixed sets (test digits only for the test split, drawn on the CPU
+  from a fixed seed, identical on every machine; their hash goes into the result), or freshly
+  drawn ones of the same recipe (``canvas_seed``), the independent check;
+- the error with its 95 % (Wilson) interval, on every canvas of the set (or its first ``limit``);
+- what the model read per image: the whole canvas, or its glimpses (count and canvas pixels under
+  them, context views included), and the trajectories averaged (always 1 here).
+
+Two entry points: :func:`score` for a model that reads whole canvases, ``predict(canvases) ->
+logits``; :func:`score_agent` for an agent that acts through the vector env and sees only its
+observations. Both return a :class:`BenchmarkResult` that saves as JSON. ``evaluate.py --model
+module:callable --preset TASK`` is the command line of :func:`score`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+import torch
+
+from envs import ClutteredMNISTVectorEnv
+from envs.data import load_mnist
+from envs.engine import canvas_digest
+from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
+from glimpse.evaluation import fixed_set
+from glimpse.inference import read_right
+from glimpse.models.hard import retina_pixels_read
+from glimpse.models.registry import canvases_to_tensor
+from glimpse.stats import wilson_interval
+
+__all__ = ["Agent", "BenchmarkResult", "benchmark_task", "score", "score_agent"]
+
+N_CLASSES = 10
+
+
+@dataclass
+class BenchmarkResult:
+    """One model on one set of canvases, with the protocol that makes the number comparable."""
+
+    benchmark: int  # the canvases' version (envs.task.BENCHMARK_VERSION)
+    task: str  # the preset (envs.task.TASKS), or "custom"
+    split: str
+    canvas_seed: int  # the fixed set's seed, or the fresh canvases'
+    set_hash: str  # sha256 of the canvases, labels and digit positions (first 16 hex digits)
+    n: int
+    error: float
+    error_interval: tuple[float, float]  # 95 %, Wilson
+    reads: str  # "whole canvas" or "glimpses"
+    trajectories_per_image: int
+    glimpses_per_image: int | None
+    pixels_read_per_image: int  # canvas pixels that enter the model per image (context views included)
+    model: str = ""
+    right: np.ndarray | None = field(default=None, repr=False)  # (n,) bool, for paired tests; not saved
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.pop("right")
+        out["error_interval"] = list(self.error_interval)
+        return out
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+
+class Agent(Protocol):
+    """What :func:`score_agent` drives: ``reset(n)`` before a batch of ``n`` episodes (optional), then
+    ``act(observation) -> action`` each step, with the env's observation dict (``glimpse``,
+    ``location`` and ``context`` tensors on the env's device) and the env's action dict
+    (``location`` (n, 2) in [-1, 1], ``label`` (n,) or (n, K): judged at the last step only)."""
+
+    def act(self, observation: dict) -> dict: ...
+
+
+def benchmark_task(task: str | dict) -> tuple[str, dict]:
+    """(name, task dict) of a preset name or a task dict (checked by the env's own rules)."""
+    if isinstance(task, str):
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; the presets are {sorted(TASKS)}")
+        name, task = task, TASKS[task]
+    else:
+        name = next((n for n, t in TASKS.items() if t == task), "custom")
+    full = GlimpseTask(**{k: v for k, v in task.items() if k not in ("split", "data_dir")}).to_dict()
+    return name, {k: v for k, v in full.items() if k not in ("split", "data_dir")}
+
+
+def _canvases(task: dict, split: str, canvas_seed: int | None, data_dir, limit: int | None):
+    data = load_mnist(data_dir)
+    canvases, seed = fixed_set(task, data.split(split), split, canvas_seed)
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        canvases = type(canvases)(canvases.images[:limit], canvases.labels[:limit], canvases.digit_xy[:limit])
+    return canvases, seed
+
+
+def _result(name: str, task: dict, split: str, seed: int, canvases, right: np.ndarray, **protocol) -> BenchmarkResult:
+    errors = int((~right).sum())
+    return BenchmarkResult(BENCHMARK_VERSION, name, split, seed, canvas_digest(canvases), len(right),
+                           errors / len(right), wilson_interval(errors, len(right)), right=right, **protocol)
+
+
+def check_logits(logits, n: int, n_digits: int, device: torch.device) -> torch.Tensor:
+    """The model's output for a batch of ``n`` canvases, or a ValueError that says what was expected:
+    a floating tensor on ``device``, (n, 10) or (n, K, 10) for K digits per canvas, every value finite."""
+    expected = (n, N_CLASSES) if n_digits == 1 else (n, n_digits, N_CLASSES)
+    if not isinstance(logits, torch.Tensor):
+        raise ValueError(f"the model must return a tensor of logits {expected}, got {type(logits).__name__}")
+    if tuple(logits.shape) != expected or not logits.is_floating_point():
+        raise ValueError(f"the model must return floating logits of shape {expected}, got {logits.dtype} "
+                         f"{tuple(logits.shape)}")
+    if logits.device != device:
+        raise ValueError(f"the model must return its logits on {device} (where the canvases are), got {logits.device}")
+    if not bool(torch.isfinite(logits).all()):
+        raise ValueError("the model returned NaN or infinite logits")
+    return logits
+
+
+@torch.no_grad()
+def score(predict: Callable[[torch.Tensor], torch.Tensor], task: str | dict, *, split: str = "test",
+          canvas_seed: int | None = None, device: str | torch.device = "cpu", batch_size: int = 500,
+          data_dir: str | None = None, limit: int | None = None, model: str = "") -> BenchmarkResult:
+    """The error of ``predict`` on the task's fixed canvases (or fresh ones from ``canvas_seed``).
+
+    ``predict`` maps a batch of canvases (B, 1, H, W) float in [0, 1] on ``device`` to logits (B, 10),
+    or (B, K, 10) for K digits per canvas (a canvas counts as right when every digit is). It reads
+    the whole canvas, and the result says so. A wrong shape, dtype or device, or a NaN, is a
+    ValueError naming what was expected; nothing is written."""
+    name, task = benchmark_task(task)
+    device = torch.device(device)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    canvases, seed = _canvases(task, split, canvas_seed, data_dir, limit)
+    n_digits = task.get("n_digits", 1)
+    right = []
+    for start in range(0, len(canvases), batch_size):
+        images = canvases_to_tensor(canvases.images[start:start + batch_size], device)
+        logits = check_logits(predict(images), len(images), n_digits, device)
+        right.append(read_right(logits.argmax(-1).cpu().numpy(), canvases.labels[start:start + batch_size]))
+    size = int(task["canvas_size"])
+    return _result(name, task, split, seed, canvases, np.concatenate(right), reads="whole canvas",
+                   trajectories_per_image=1, glimpses_per_image=None, pixels_read_per_image=size * size, model=model)
+
+
+@torch.no_grad()
+def score_agent(agent: Agent, task: str | dict, *, split: str = "test", canvas_seed: int | None = None,
+                device: str | torch.device = "cpu", batch_size: int = 500, data_dir: str | None = None,
+                limit: int | None = None, model: str = "") -> BenchmarkResult:
+    """The error of an agent that reads the task's canvases through the vector env, one trajectory
+    per canvas. The benchmark drives the env itself and hands it the fixed canvases through its
+    reset options (so a paired test sees the same canvases); the agent gets observations only,
+    never the env (whose ``render`` and engine hold whole canvases). Glimpses and pixels per image
+    are counted from the episodes the env plays."""
+    name, task = benchmark_task(task)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    canvases, seed = _canvases(task, split, canvas_seed, data_dir, limit)
+    env_task = {**task, "split": split, "data_dir": data_dir}
+    right, envs = [], {}
+    for start in range(0, len(canvases), batch_size):
+        images = torch.from_numpy(canvases.images[start:start + batch_size])
+        labels = torch.from_numpy(canvases.labels[start:start + batch_size])
+        n = len(images)
+        env = envs.setdefault(n, ClutteredMNISTVectorEnv(n, device=device, **env_task))
+        observation, _ = env.reset(options={"images": images.to(env.device), "labels": labels.to(env.device)})
+        if hasattr(agent, "reset"):
+            agent.reset(n)
+        for _ in range(env.task.episode_length):
+            observation, reward, terminated, _, _ = env.step(agent.act(observation))
+        if not bool(torch.as_tensor(terminated).all()):
+            raise RuntimeError("the env must end every episode after its episode_length steps")
+        right.append(torch.as_tensor(reward).cpu().numpy() > 0.5)  # 1 only when every digit is right
+    episode = GlimpseTask(**task)
+    pixels = retina_pixels_read(task, task.get("context_size", 0))["canvas_pixels_touched"]
+    return _result(name, task, split, seed, canvases, np.concatenate(right), reads="glimpses",
+                   trajectories_per_image=1, glimpses_per_image=episode.episode_length,
+                   pixels_read_per_image=pixels, model=model)

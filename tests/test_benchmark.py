@@ -1,0 +1,90 @@
+"""glimpse.benchmark: any model or agent scored on the lab's canvases, with the protocol that makes
+its number comparable, by the same rules evaluate.py scores the lab's checkpoints with."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from glimpse.benchmark import score, score_agent
+from glimpse.checkpoint import load_model
+from glimpse.commands import evaluate
+from glimpse.evaluation import evaluate_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 200
+
+
+def test_a_whole_canvas_model_is_scored_as_evaluate_py_scores_a_checkpoint():
+    model, payload = load_model(ROOT / "checkpoints" / "sat-cluttered60.pt")
+    result = score(lambda canvases: model(canvases)["logits"], "cluttered60", data_dir="bundled", limit=LIMIT,
+                   model="sat")
+    lab = evaluate_checkpoint(ROOT / "checkpoints" / "sat-cluttered60.pt", data_dir="bundled", limit=LIMIT,
+                              per_canvas=True, progress=False)
+    assert (result.right == lab["right"]).all() and result.error == pytest.approx(lab["error"])
+    assert result.set_hash == lab["canvas_hash"] and result.benchmark == lab["benchmark"] == 1
+    saved = result.to_dict()
+    assert saved["reads"] == "whole canvas" and saved["pixels_read_per_image"] == 60 * 60
+    assert saved["trajectories_per_image"] == 1 and saved["glimpses_per_image"] is None and "right" not in saved
+    low, high = saved["error_interval"]
+    assert low <= saved["error"] <= high and saved["n"] == LIMIT and saved["split"] == "test"
+
+
+class RecurrentAgent:
+    """A RAM checkpoint driven as an outside agent: it sees the env's observations only."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def reset(self, n):
+        self.state = self.model.initial_state()
+
+    def act(self, observation):
+        out = self.model(observation["glimpse"], observation["location"], self.state)
+        self.state = out.state
+        return {"location": out.mean.clamp(-1, 1), "label": out.logits.argmax(-1)}
+
+
+def test_an_agent_reads_the_same_canvases_through_the_env_and_its_glimpses_are_counted():
+    model, _ = load_model(ROOT / "checkpoints" / "ram-cluttered60.pt")
+    with torch.no_grad():
+        result = score_agent(RecurrentAgent(model), "cluttered60", data_dir="bundled", limit=LIMIT, batch_size=64)
+    lab = evaluate_checkpoint(ROOT / "checkpoints" / "ram-cluttered60.pt", data_dir="bundled", limit=LIMIT,
+                              per_canvas=True, progress=False)
+    assert (result.right == lab["right"]).all()  # the policy mean, as evaluate.py follows it
+    assert result.set_hash == lab["canvas_hash"]
+    assert result.reads == "glimpses" and result.glimpses_per_image == 6
+    assert result.pixels_read_per_image == 6 * 48 * 48  # under the widest box of each glimpse
+
+
+@pytest.mark.parametrize("output,match", [
+    (lambda x: torch.zeros(len(x), 9), r"floating logits of shape \(50, 10\), got torch.float32 \(50, 9\)"),
+    (lambda x: torch.zeros(len(x), 10, dtype=torch.int64), "floating logits"),
+    (lambda x: torch.full((len(x), 10), float("nan")), "NaN or infinite"),
+    (lambda x: torch.zeros(len(x), 10, device="meta"), "on cpu"),
+    (lambda x: [0] * len(x), "must return a tensor"),
+])
+def test_a_model_that_returns_the_wrong_thing_is_told_what_was_expected(output, match):
+    with pytest.raises(ValueError, match=match):
+        score(output, "cluttered60", data_dir="bundled", limit=50)
+
+
+def test_evaluate_py_scores_an_outside_model_and_pairs_it_with_a_checkpoint(tmp_path, capsys):
+    module = tmp_path / "outside.py"
+    module.write_text("import torch\n\ndef predict(canvases):\n    return torch.zeros(len(canvases), 10)\n\n"
+                      "def wrong(canvases):\n    return torch.zeros(len(canvases), 3)\n")
+    argv = ["--model", f"{module}:predict", "--preset", "cluttered60", "--data-dir", "bundled", "--limit", str(LIMIT)]
+    assert evaluate.main([*argv, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["task"] == "cluttered60" and result["n"] == LIMIT and result["reads"] == "whole canvas"
+    assert evaluate.main([*argv, "--json", "--against", str(ROOT / "checkpoints" / "ram-cluttered60.pt")]) == 0
+    paired = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["against"]
+    assert paired["only_this"] == 0 and paired["only_against"] > 100 and paired["p"] < 1e-6
+    for bad, match in ((["--model", f"{module}:wrong"], "shape"), (["--model", f"{module}:missing"], "no callable"),
+                       (["--model", "no_such_module:f"], "cannot import"), (["--model", "predict"], "MODULE:CALLABLE"),
+                       (["--checkpoint", str(ROOT / "checkpoints" / "ram-cluttered60.pt"), "--model",
+                         f"{module}:predict"], "one of them")):
+        assert evaluate.main([*bad, "--preset", "cluttered60", "--data-dir", "bundled", "--limit", "20"]) == 2
+        assert match in capsys.readouterr().err
+    assert evaluate.main(["--model", f"{module}:predict", "--data-dir", "bundled"]) == 2
+    assert "needs --preset" in capsys.readouterr().err
