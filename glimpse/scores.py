@@ -22,6 +22,7 @@ from envs.task import BENCHMARK_VERSION
 from glimpse.evaluation import FRESH_SEED, canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
 from glimpse.checkpoint import load_checkpoint, training_stages
+from glimpse import leaderboard
 from glimpse.cli import option_flags, replace_block
 from glimpse.stats import format_interval, holm, mcnemar
 
@@ -216,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.write:
             SCORES.write_text(json.dumps(scores, indent=1) + "\n")
             update_readme(ROOT / "README.md", text)
+            leaderboard.write()
         return 0
     if args.paired_only:
         rows = json.loads(SCORES.read_text())["rows"]
@@ -236,5 +238,6 @@ def main(argv: list[str] | None = None) -> int:
                                       "paired": tests}, indent=1) + "\n")
         update_readme(ROOT / "README.md", text)
         replace_block(RESULTS, PAIRED_START, PAIRED_END, paired_table(tests))
+        leaderboard.write()  # the page's lab rows are these scores
     return 0
 

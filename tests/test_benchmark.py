@@ -88,3 +88,28 @@ def test_evaluate_py_scores_an_outside_model_and_pairs_it_with_a_checkpoint(tmp_
         assert match in capsys.readouterr().err
     assert evaluate.main(["--model", f"{module}:predict", "--data-dir", "bundled"]) == 2
     assert "needs --preset" in capsys.readouterr().err
+
+
+def test_the_leaderboard_page_is_generated_from_the_files_and_up_to_date(tmp_path):
+    from glimpse import leaderboard
+
+    assert leaderboard.write(check_only=True), "docs/leaderboard.md is stale: python scripts/leaderboard.py --write"
+    text = leaderboard.PAGE.read_text()
+    assert "ram-cluttered60.pt" in text and "DRAW, 8 glimpses" in text and "## Adding a row" in text
+    # a saved result becomes a row of its task
+    result = score(lambda x: torch.zeros(len(x), 10), "cluttered60", data_dir="bundled", limit=50, model="zeros")
+    result.save(tmp_path / "zeros.json")
+    page = leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
+    row = next(line for line in page.splitlines() if line.startswith("| zeros |"))
+    assert f"{100 * result.error:.2f} (" in row and result.set_hash in row
+
+
+def test_the_bring_your_own_model_example_trains_and_scores(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("score_a_cnn", ROOT / "examples" / "score_a_cnn.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    result = example.main(["--seconds", "2", "--limit", "100", "--save", str(tmp_path / "cnn.json")])
+    assert result.n == 100 and 0 <= result.error <= 1
+    assert json.loads((tmp_path / "cnn.json").read_text())["model"].startswith("small torchvision CNN")
