@@ -50,6 +50,17 @@ class BundledSubsetWarning(UserWarning):
 
 
 warnings.simplefilter("once", BundledSubsetWarning)
+_format_warning = warnings.formatwarning
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    """The bundled-subset warning as one line for the user (no source line of the lab's code after it)."""
+    if issubclass(category, BundledSubsetWarning):
+        return f"warning: {message}\n"
+    return _format_warning(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _one_line
 
 
 @dataclass(frozen=True)

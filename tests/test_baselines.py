@@ -68,3 +68,12 @@ def test_baselines_train_above_chance(extra, kind, floor, tmp_path):
             assert torch.equal(best["model_state"][name], fresh[name])
     assert len(best["history"]) == 2 and best["history"][-1]["epoch"] == 2.0
     assert np.isfinite([h["val_accuracy"] for h in best["history"]]).all()
+
+
+def test_a_baseline_run_is_named_for_what_it_is():
+    from glimpse.training.config import resolve_config
+    from glimpse.training.loop import default_run_name
+
+    assert default_run_name(resolve_config({"random_glimpses": True})).startswith("ram-random-glimpses-cluttered60-seed0-")
+    assert default_run_name(resolve_config({})).startswith("ram-cluttered60-seed0-")
+    assert default_run_name(resolve_config({"mode": "full"})).startswith("cnn-cluttered60-seed0-")

@@ -56,7 +56,7 @@ def test_bundled_sets_match_their_hashes():
         assert digest == DIGESTS[key], key
 
 
-@pytest.mark.skipif(not HAS_MNIST, reason=f"full MNIST not found in {DATA}")
+@pytest.mark.skipif(not HAS_MNIST, reason=f"full MNIST not found in {DATA} (set $GLIMPSE_DATA to a folder holding MNIST/raw)")
 def test_full_mnist_sets_match_their_hashes():
     for key, digest in digests(load_mnist(DATA), "full"):
         assert digest == DIGESTS[key], key

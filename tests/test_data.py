@@ -95,3 +95,13 @@ def test_fallback_order_local_then_cache_download_then_subset(tmp_path, monkeypa
 def test_bundled_keyword(monkeypatch):
     monkeypatch.setenv(data.DATA_ENV_VAR, "bundled")
     assert load_mnist().is_subset
+
+
+def test_the_bundled_subset_warning_is_one_line_for_the_user():
+    import warnings
+
+    from envs.data import BundledSubsetWarning
+
+    assert warnings.formatwarning("no full MNIST", BundledSubsetWarning, "envs/data.py", 212) == \
+        "warning: no full MNIST\n"
+    assert "UserWarning" in warnings.formatwarning("other", UserWarning, "x.py", 1)  # others as Python shows them

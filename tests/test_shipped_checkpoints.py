@@ -51,7 +51,7 @@ def test_the_paired_tests_in_the_docs_are_those_of_the_scores_file():
     assert all({t["a"], t["b"]} <= shipped for t in SCORES["paired"])
 
 
-@pytest.mark.skipif(not HAS_MNIST, reason=f"full MNIST not found in {DATA}")
+@pytest.mark.skipif(not HAS_MNIST, reason=f"full MNIST not found in {DATA} (set $GLIMPSE_DATA to a folder holding MNIST/raw)")
 @pytest.mark.parametrize("row", SCORES["rows"], ids=lambda row: row["checkpoint"])
 def test_a_checkpoint_scores_its_table_entry(row):
     result = evaluate_checkpoint(ROOT / "checkpoints" / row["checkpoint"], data_dir=DATA, limit=1000, progress=False)

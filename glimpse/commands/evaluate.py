@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="without --images: draw the split's canvases with this seed instead of the fixed set's "
                              "(fresh canvases by the same recipe, e.g. to check a shipped number independently)")
     parser.add_argument("--limit", type=int, default=None, help="score only the first N canvases")
-    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--batch-size", type=int, default=500,
+                        help="canvases per forward pass (memory only: the scores do not depend on it)")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where the model runs (default cpu, where the README's numbers were scored; the "
                              "canvases are the same on every device, the float rounding is not)")

@@ -226,6 +226,11 @@ class Family:
         """The module whose parameters decide where the model looks (None: no attention)."""
         return None
 
+    def run_label(self, config) -> str:
+        """How a run of training options ``config`` starts its default name: the family's name, or
+        what else a variant of it is (RAM with random glimpses is a baseline, not RAM)."""
+        return self.name
+
     def sensor_and_gradient(self, train_config: dict) -> tuple[str, str] | None:
         """For the report's "sensor against gradient" section: what a run of ``train_config`` reads
         and how it learns where to look, in words; None: not a row of that section."""

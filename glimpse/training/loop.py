@@ -290,7 +290,7 @@ def fixed_sets(task: dict, data: MNISTSplits):
 
 
 def default_run_name(config: TrainConfig) -> str:
-    return f"{config.arch}-{config.preset}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"{config.family.run_label(config)}-{config.preset}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def _last_checkpoint(resume: str | Path) -> Path:

@@ -38,6 +38,9 @@ class RAMFamily(HardFamily):
                                   "random-glimpse baseline: no policy, no REINFORCE)"),
     }
 
+    def run_label(self, config) -> str:
+        return f"{self.name}-random-glimpses" if config.random_glimpses else self.name
+
     def model_config(self, config) -> dict:
         return RAMConfig(
             glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,
