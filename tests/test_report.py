@@ -258,3 +258,14 @@ def test_every_run_the_report_asks_for_is_a_command_train_accepts(tmp_path):
         argv = train_command(RunRequest(experiment, 0, 1), tmp_path, threads=1, data_dir="bundled")
         config = config_from_args(build_parser().parse_args(argv[1 + len(TRAIN):]))  # after python -m ...
         assert config.epochs == 1 and config.run_name == experiment.run_name(0)
+
+
+def test_the_generated_files_in_the_repository_keep_no_machine_paths():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    generated = [*root.glob("reports/**/*.md"), root / "checkpoints" / "scores.json", root / "docs" / "leaderboard.md"]
+    found = {str(p.relative_to(root)): re.findall(r"/(?:work|root|home|tmp|Users)/[\w./-]+", p.read_text())
+             for p in generated}
+    assert not {name: paths for name, paths in found.items() if paths}
