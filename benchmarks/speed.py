@@ -16,7 +16,8 @@ Rows:
 - training images/s of every attention family on --preset at each --batch-sizes, evaluation
   images/s, and where a training step's time goes.
 
-Targets and the measured tables live in docs/speed.md. Exit code 2 for a bad option.
+Targets and the latest measurements live in docs/speed.md, older ones in docs/notebook/speed-log.md.
+Exit code 2 for a bad option.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "notebook").glob("*.md"))]
 SCRIPTS = {"train.py": "glimpse/commands/train.py", "evaluate.py": "glimpse/commands/evaluate.py",
            "report.py": "glimpse/commands/report.py", "glimpse-train": "glimpse/commands/train.py",
            "glimpse-evaluate": "glimpse/commands/evaluate.py", "glimpse-report": "glimpse/commands/report.py"}
