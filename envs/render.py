@@ -228,7 +228,8 @@ def draw_box_path(canvas, centres, widths, upscale: int = 4, labels: bool | None
         canvas: (H, W) uint8, or float in [0, 1].
         centres: (T, 2) unit (x, y) in [-1, 1] (see envs.coords), in step order.
         widths: (T, S) widths in canvas pixels of the S square boxes read at each step, finest
-            first (RAM: its k scales; one box for DRAW's filterbank grid or a crop).
+            first (RAM: its k scales; one box for DRAW's filterbank grid or a crop); a NaN width
+            is a box not drawn.
         upscale: nearest-neighbour magnification of the canvas.
         labels: number each centre 1..T; default: when ``upscale >= 3``.
         snap_to_retina: place each box on the pixels the retina reads (integer widths, its
@@ -246,6 +247,8 @@ def draw_box_path(canvas, centres, widths, upscale: int = 4, labels: bool | None
         per_step = []
         for s in reversed(range(len(step_widths))):  # coarse first, so that finer boxes are drawn over them
             w, fine = step_widths[s], s == 0
+            if not np.isfinite(w):
+                continue
             if snap_to_retina:
                 left = int(patch_origin(torch.tensor(cx, dtype=torch.float64), int(w))) * upscale
                 top = int(patch_origin(torch.tensor(cy, dtype=torch.float64), int(w))) * upscale

@@ -37,13 +37,31 @@ def draw_attention(canvas, attention, label=None, prediction=None, upscale: int 
         maps = attention.maps.mean(0, keepdim=True) if compact else attention.maps
         picture = overlay_attention(canvas, maps, upscale)
     else:
-        picture = draw_box_path(canvas, attention.centres, attention.boxes, upscale,
+        picture = draw_box_path(canvas, attention.centres, finest_and_last(attention.boxes), upscale,
                                 snap_to_retina=attention.box_rule == "retina")
         if attention.glimpses is not None and not compact:
-            picture = side_by_side([picture, glimpse_strip(attention.glimpses, height=picture.shape[1] // 2)])
+            picture = side_by_side([picture, glimpse_grid(attention.glimpses, height=picture.shape[1])])
     if label is None and prediction is None:
         return picture
-    return stack_rows([_caption(picture.shape[2], label, prediction), picture], pad=0)
+    return stack_rows([_caption(picture.shape[2], label, prediction, scale=caption_scale(picture.shape[1])),
+                       picture], pad=0)
+
+
+def finest_and_last(boxes):
+    """(T, S) box widths -> the same with only the finest box of each step, and every scale of the
+    last step (NaN: not drawn): a path that reads at a glance, and what one glimpse covers."""
+    if boxes is None:
+        return None
+    widths = _np(boxes).astype(np.float64).copy()
+    widths[:-1, 1:] = np.nan
+    return widths
+
+
+def caption_scale(height: int) -> int:
+    """The caption's glyph scale for a picture ``height`` pixels high: digits a fifth of it, so that
+    they still read when TensorBoard shrinks the grid of pictures to its card (about 350 pixels
+    wide by default: checked with a screenshot, docs/tensorboard-glimpses.png)."""
+    return max(2, height // 24)
 
 
 @torch.no_grad()
@@ -60,7 +78,8 @@ def where_it_looks(family, model, task: dict, images: np.ndarray, labels: np.nda
 
 
 def _caption(width: int, label, prediction, scale: int = 2) -> np.ndarray:
-    """(3, 5 * scale + 4, width) uint8: the true label in white, the prediction in green or red."""
+    """(3, 5 * scale + 4, width) uint8: the true label in white, then the prediction in green
+    (right) or red (wrong)."""
     plate = np.empty((3, 5 * scale + 4, width), np.uint8)
     plate[:] = PAD[:, None, None]
     digits = lambda x: "".join(str(int(d)) for d in np.atleast_1d(_np(x)))  # noqa: E731
@@ -115,6 +134,35 @@ def glimpse_strip(glimpses, upscale: int = 4, sep: int = 2, height: int | None =
         for t, picture in enumerate(pictures):
             _label(picture, str(t + 1), (0, 0), colours[t], min(3, max(1, upscale // 2)))
     return side_by_side(pictures, pad=sep)
+
+
+def glimpse_grid(glimpses, height: int, sep: int = 2) -> np.ndarray:
+    """RAM: what each glimpse saw, as :func:`glimpse_strip`'s tiles laid out in rows that fill
+    ``height`` pixels exactly (two rows from four glimpses on, one below): no empty space beside
+    the canvas. Each tile is numbered in its step's colour. Returns (3, height, W) uint8."""
+    glimpses = _np(glimpses)
+    if glimpses.ndim != 4 or glimpses.shape[2] != glimpses.shape[3]:
+        raise ValueError(f"glimpses must be (T, k, g, g), got shape {glimpses.shape}")
+    steps = len(glimpses)
+    rows = 2 if steps >= 4 else 1
+    columns = -(-steps // rows)
+    size = (height - (rows - 1) * sep) // rows
+    colours = time_colours(steps)
+    tiles = []
+    for t, glimpse in enumerate(glimpses):
+        tile = glimpse_tile(glimpse)
+        index = (np.arange(size) * len(tile) // size)  # nearest neighbour to exactly size x size
+        picture = to_rgb_canvas(tile[np.ix_(index, index)], 1)
+        _label(picture, str(t + 1), (0, 0), colours[t], max(1, size // 20))
+        tiles.append(picture)
+    blank = np.empty_like(tiles[0])
+    blank[:] = PAD[:, None, None]
+    tiles += [blank] * (rows * columns - steps)
+    grid_rows = [side_by_side(tiles[r * columns:(r + 1) * columns], pad=sep) for r in range(rows)]
+    out = stack_rows(grid_rows, pad=sep)
+    if out.shape[1] < height:  # the rounding of size: a pixel row or two of padding at the bottom
+        out = np.concatenate([out, np.broadcast_to(PAD[:, None, None], (3, height - out.shape[1], out.shape[2]))], 1)
+    return np.ascontiguousarray(out[:, :height])
 
 
 # ----------------------------------------------------------------------------- soft attention maps

@@ -93,3 +93,12 @@ def test_linked_files_and_sections_exist(document):
         assert linked.exists(), f"{document.name} links to missing {target}"
         if anchor and linked.suffix == ".md":
             assert anchor in anchors(linked), f"{document.name} links to a missing section {target}#{anchor}"
+
+
+def test_the_quickstart_block_is_a_real_run_s_output():
+    """The README's Quickstart output is written by scripts/quickstart_block.py from a real run, and
+    says when and where; a hand-edited block would lack its line."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- quickstart:start -->", 1)[1].split("<!-- quickstart:end -->", 1)[0]
+    assert re.search(r"test accuracy 0\.\d{4} \(error \d+\.\d\d %\) on 10000 test canvases", block)
+    assert "(Made by `python scripts/quickstart_block.py` on 20" in block and "torch thread" in block

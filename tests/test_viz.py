@@ -195,3 +195,35 @@ def test_draw_attention_titles_the_picture_with_the_true_and_predicted_label():
     assert green > 0 and red > 0
     maps = Attention(centres=torch.zeros(3, 2), maps=torch.rand(3, 4, 4))
     assert draw_attention(canvas, maps).shape == (3, 80, 3 * 80 + 2 * 2)  # one frame per step
+
+
+def test_a_path_reads_at_a_glance_the_finest_box_of_each_glimpse_and_every_scale_of_the_last():
+    from glimpse.viz import finest_and_last
+
+    widths = np.tile([12.0, 24.0, 48.0], (6, 1))
+    drawn = finest_and_last(widths)
+    assert (drawn[:, 0] == 12).all() and np.isnan(drawn[:-1, 1:]).all() and (drawn[-1] == [12, 24, 48]).all()
+    # a NaN width is a box not drawn: only the finest box, where three were
+    canvas = np.zeros((40, 40), np.uint8)
+    one = draw_box_path(canvas, np.zeros((1, 2)), np.array([[8.0, np.nan, np.nan]]), upscale=1, labels=False)
+    assert (coloured(one) == coloured(draw_box_path(canvas, np.zeros((1, 2)), np.array([[8.0]]), upscale=1,
+                                                     labels=False))).all()
+
+
+@pytest.mark.parametrize("steps", [1, 3, 6, 8])
+def test_the_glimpses_beside_the_canvas_fill_its_height_with_no_empty_rows(steps):
+    from glimpse.viz import glimpse_grid
+
+    glimpses = np.random.default_rng(0).random((steps, 3, 12, 12)).astype(np.float32)
+    out = glimpse_grid(glimpses, height=240)
+    assert out.shape[0] == 3 and out.shape[1] == 240 and out.dtype == np.uint8
+    rows = 2 if steps >= 4 else 1
+    assert out.shape[2] < (-(-steps // rows)) * 240 / rows + 16  # as wide as its tiles, no wider
+    grey = (out == PAD[:, None, None]).all(0)
+    assert grey.all(1).sum() <= 3  # at most the separator and a rounding row are all grey
+
+
+def test_the_caption_grows_with_the_picture():
+    from glimpse.viz import caption_scale
+
+    assert caption_scale(240) == 10 and caption_scale(48) == 2 and caption_scale(480) == 20
