@@ -132,10 +132,14 @@ def test_flat_action_rejects_a_non_dict_action_space():
         FlatAction(gym.make("CartPole-v1"))
 
 
-def test_sb3_ppo_example_runs():
+def test_sb3_ppo_example_trains_and_is_scored_on_the_benchmark(capsys):
+    """CI installs the sb3 extra, so this runs there: a short PPO run through the flat wrappers, then
+    the policy driven by glimpse.benchmark.score_agent through the vector env (observations only)."""
     pytest.importorskip("stable_baselines3")
     spec = importlib.util.spec_from_file_location("sb3_ppo_example", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    mean = example.main(["--steps", "256", "--seed", "1", "--eval-episodes", "10"])
+    mean = example.main(["--steps", "256", "--seed", "1", "--eval-episodes", "10", "--benchmark-limit", "100"])
     assert 0.0 <= mean <= 1.0
+    out = capsys.readouterr().out
+    assert "benchmark: error " in out and "on 100 fixed test canvases of mnist28" in out and "6 glimpses" in out
