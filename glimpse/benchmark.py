@@ -28,17 +28,35 @@ import torch
 
 from envs import ClutteredMNISTVectorEnv
 from envs.data import load_mnist
-from envs.engine import canvas_digest
+from envs.engine import canvas_digest, fixed_canvas_set
 from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
-from glimpse.evaluation import fixed_set
 from glimpse.inference import read_right
 from glimpse.models.hard import retina_pixels_read
 from glimpse.models.registry import canvases_to_tensor
 from glimpse.stats import wilson_interval
 
-__all__ = ["Agent", "BenchmarkResult", "benchmark_task", "score", "score_agent"]
+__all__ = ["Agent", "BenchmarkResult", "benchmark_task", "fixed_set", "score", "score_agent", "summarise"]
 
 N_CLASSES = 10
+TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
+FRESH_SEED = 20261123  # fresh test canvases for the docs' second number: a seed no model was tuned on
+CANVAS_KEYS = ("canvas_size", "n_clutter", "centred_digit", "n_digits")  # the task keys that decide the canvases
+
+
+def canvas_recipe(task: dict) -> tuple:
+    """What decides a task's test canvases: two checkpoints with the same recipe are scored on the
+    same canvases, so they can be compared canvas by canvas."""
+    return tuple(task.get(key, 1 if key == "n_digits" else None) for key in CANVAS_KEYS)
+
+
+def fixed_set(task: dict, digits, split: str, seed: int | None = None):
+    """The split's fixed canvases (benchmark version envs.BENCHMARK_VERSION), or with ``seed``
+    fresh canvases by the same recipe; returns them and the seed."""
+    seed = (TEST_SEED if split == "test" else VAL_SEED) if seed is None else seed
+    return fixed_canvas_set(digits.images, digits.labels, task["canvas_size"], task["n_clutter"],
+                            task["centred_digit"], seed, task.get("n_digits", 1)), seed
+
+
 
 
 @dataclass
@@ -101,10 +119,20 @@ def _canvases(task: dict, split: str, canvas_seed: int | None, data_dir, limit: 
     return canvases, seed
 
 
-def _result(name: str, task: dict, split: str, seed: int, canvases, right: np.ndarray, **protocol) -> BenchmarkResult:
+def summarise(right: np.ndarray, canvases=None) -> dict:
+    """The numbers every score is made of, the lab's checkpoints' (glimpse.evaluation) and any
+    model's: the error over the (N,) canvases read right, its 95 % (Wilson) interval, n, and the
+    canvases' hash (None for canvases that came from a file)."""
+    right = np.asarray(right, bool)
     errors = int((~right).sum())
-    return BenchmarkResult(BENCHMARK_VERSION, name, split, seed, canvas_digest(canvases), len(right),
-                           errors / len(right), wilson_interval(errors, len(right)), right=right, **protocol)
+    return {"error": errors / len(right), "error_interval": wilson_interval(errors, len(right)), "n": len(right),
+            "set_hash": None if canvases is None else canvas_digest(canvases)}
+
+
+def _result(name: str, task: dict, split: str, seed: int, canvases, right: np.ndarray, **protocol) -> BenchmarkResult:
+    numbers = summarise(right, canvases)
+    return BenchmarkResult(BENCHMARK_VERSION, name, split, seed, numbers["set_hash"], numbers["n"], numbers["error"],
+                           numbers["error_interval"], right=right, **protocol)
 
 
 def check_logits(logits, n: int, n_digits: int, device: torch.device) -> torch.Tensor:

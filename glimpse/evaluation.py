@@ -9,33 +9,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.engine import canvas_digest, fixed_canvas_set
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
+from glimpse.benchmark import CANVAS_KEYS, canvas_recipe, fixed_set, summarise
 from glimpse.inference import predict_probabilities, read_right
 from glimpse.checkpoint import describe_provenance, load_checkpoint, load_model
 from glimpse.models import get_family
 from glimpse.progress import progress as progress_bar
-from glimpse.stats import mcnemar, wilson_interval
-
-TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
-FRESH_SEED = 20261123  # fresh test canvases for the docs' second number: a seed no model was tuned on
-CANVAS_KEYS = ("canvas_size", "n_clutter", "centred_digit", "n_digits")  # the task keys that decide the canvases
-
-
-def canvas_recipe(task: dict) -> tuple:
-    """What decides a task's test canvases: two checkpoints with the same recipe are scored on the
-    same canvases, so they can be compared canvas by canvas."""
-    return tuple(task.get(key, 1 if key == "n_digits" else None) for key in CANVAS_KEYS)
-
-
-def fixed_set(task: dict, digits, split: str, seed: int | None = None):
-    """The split's fixed canvases (benchmark version envs.BENCHMARK_VERSION), or with ``seed``
-    fresh canvases by the same recipe; returns them and the seed."""
-    seed = (TEST_SEED if split == "test" else VAL_SEED) if seed is None else seed
-    return fixed_canvas_set(digits.images, digits.labels, task["canvas_size"], task["n_clutter"],
-                            task["centred_digit"], seed, task.get("n_digits", 1)), seed
-
+from glimpse.stats import mcnemar
 
 def load_images(path: str | Path, canvas_size: int, n_digits: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``images`` (N, H, W) uint8 and ``labels`` (N,) (or (N, K) for a model that reads K digits
@@ -91,7 +72,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     if samples and not family.samples_trajectories:
         raise ValueError(f"--samples applies to models that sample where they look (hard attention); "
                          f"a {arch} model is deterministic")
-    canvas_hash = None
+    canvases = None
     if images_file is not None:
         images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
         described = str(images_file)
@@ -104,7 +85,6 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
                      f"canvases of {data.source}, seed {set_seed} (benchmark v{BENCHMARK_VERSION})")
         if limit is not None:
             canvases = type(canvases)(canvases.images[:limit], canvases.labels[:limit], canvases.digit_xy[:limit])
-        canvas_hash = canvas_digest(canvases)  # what glimpse.benchmark reports for the same canvases
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
     start = time.perf_counter()
@@ -113,13 +93,14 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     seconds = time.perf_counter() - start
     predictions = probs.argmax(-1).numpy()
     right = read_right(predictions, labels)
-    accuracy = float(right.mean())
+    numbers = summarise(right, canvases)  # the benchmark's own arithmetic: one scorer for the lab and any model
+    accuracy = 1 - numbers["error"]
     policy = family.evaluation_text(task, samples, seed)
-    result = {"accuracy": accuracy, "error": 1 - accuracy, "n": int(len(labels)), "kind": arch,
-              "error_interval": list(wilson_interval(int((~right).sum()), len(labels))),  # 95 %, Wilson
+    result = {"accuracy": accuracy, "error": numbers["error"], "n": numbers["n"], "kind": arch,
+              "error_interval": list(numbers["error_interval"]),  # 95 %, Wilson
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
               "images_per_second": len(labels) / seconds, "device": str(device),
-              "benchmark": BENCHMARK_VERSION, "canvas_hash": canvas_hash, "trajectories_per_image": max(samples, 1),
+              "benchmark": BENCHMARK_VERSION, "canvas_hash": numbers["set_hash"], "trajectories_per_image": max(samples, 1),
               "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),
               "train_config": payload.get("train_config", {}),

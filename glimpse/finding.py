@@ -20,7 +20,7 @@ from envs.engine import DIGIT_SIZE
 from envs.coords import unit_to_pixels
 from envs.data import load_mnist
 from glimpse.checkpoint import load_model
-from glimpse.evaluation import fixed_set
+from glimpse.benchmark import fixed_set
 from glimpse.inference import looks
 from glimpse.models import get_family
 

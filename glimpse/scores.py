@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from envs.task import BENCHMARK_VERSION
-from glimpse.evaluation import FRESH_SEED, canvas_recipe, evaluate_checkpoint
+from glimpse.benchmark import FRESH_SEED
+from glimpse.evaluation import canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
 from glimpse.checkpoint import load_checkpoint, training_stages
 from glimpse import leaderboard

@@ -10,7 +10,7 @@ import pytest
 from envs.data import load_bundled_subset, load_mnist
 from envs.engine import canvas_digest
 from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
-from glimpse.evaluation import fixed_set
+from glimpse.benchmark import fixed_set
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get("GLIMPSE_DATA") or str(ROOT.parent / "shared" / "datasets")

@@ -12,7 +12,8 @@ from glimpse.models import get_family
 RAM, DRAW, FC = by_name("ram"), by_name("draw"), by_name("fc")
 from glimpse.report.measurements import SeedRuns, time_to_threshold
 from glimpse.checkpoint import load_checkpoint
-from glimpse.evaluation import FRESH_SEED, evaluate_checkpoint
+from glimpse.benchmark import FRESH_SEED
+from glimpse.evaluation import evaluate_checkpoint
 
 TINY = ["--max-steps", "2", "--data-dir", "bundled", "--grad-batches", "2", "--speed-steps", "1", "--jobs", "2",
         "--threads", "1"]

@@ -19,7 +19,7 @@ from envs.engine import fixed_canvas_set
 from glimpse.cli import markdown_table, replace_block
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
-from glimpse.evaluation import FRESH_SEED, TEST_SEED, fixed_set
+from glimpse.benchmark import FRESH_SEED, TEST_SEED, fixed_set
 from glimpse.costs import flops_per_image, pixels_read
 from glimpse.gradient_noise import baseline_name
 from glimpse.models import get_family

@@ -12,7 +12,8 @@ import torch
 from envs import ClutteredMNISTVectorEnv
 
 from envs.task import BENCHMARK_VERSION
-from glimpse.evaluation import FRESH_SEED, evaluate_checkpoint
+from glimpse.benchmark import FRESH_SEED
+from glimpse.evaluation import evaluate_checkpoint
 from glimpse.costs import flops_per_image, pixels_read
 from glimpse.gradient_noise import baseline_name, reinforce_estimator_noise, reinforce_gradient_fn, soft_gradient_fn
 from glimpse.models import build_model, get_family

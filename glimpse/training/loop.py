@@ -22,7 +22,7 @@ import torch
 
 from envs.data import MNISTSplits, load_mnist
 from glimpse.checkpoint import CheckpointError, load_checkpoint, provenance, training_stages
-from glimpse.evaluation import fixed_set
+from glimpse.benchmark import fixed_set
 from glimpse.progress import progress
 from glimpse.progress import say as progress_say
 from glimpse.training import distributed
