@@ -197,7 +197,10 @@ def score_agent(agent: Agent, task: str | dict, *, split: str = "test", canvas_s
         labels = torch.from_numpy(canvases.labels[start:start + batch_size])
         n = len(images)
         env = envs.setdefault(n, ClutteredMNISTVectorEnv(n, device=device, **env_task))
-        observation, _ = env.reset(options={"images": images.to(env.device), "labels": labels.to(env.device)})
+        # seeded by the batch's place in the set: a task whose first glimpse falls at random draws the
+        # same first glimpses every time (the canvases themselves are the fixed set's)
+        observation, _ = env.reset(seed=seed + start, options={"images": images.to(env.device),
+                                                              "labels": labels.to(env.device)})
         if hasattr(agent, "reset"):
             agent.reset(n)
         for _ in range(env.task.episode_length):

@@ -113,3 +113,16 @@ def test_the_bring_your_own_model_example_trains_and_scores(tmp_path):
     result = example.main(["--seconds", "2", "--limit", "100", "--save", str(tmp_path / "cnn.json")])
     assert result.n == 100 and 0 <= result.error <= 1
     assert json.loads((tmp_path / "cnn.json").read_text())["model"].startswith("small torchvision CNN")
+
+
+def test_an_agent_s_score_repeats_where_the_first_glimpse_falls_at_random():
+    class Random:
+        def act(self, observation):  # stays where it is; answers from what it sees
+            return {"location": observation["location"],
+                    "label": (observation["glimpse"].flatten(1).sum(1) * 7).long() % 10}
+
+    task = {"canvas_size": 60, "n_clutter": 4, "glimpse_size": 12, "n_scales": 3, "n_glimpses": 2,
+            "first_location": "random"}
+    a, b = (score_agent(Random(), task, data_dir="bundled", limit=100, batch_size=40) for _ in range(2))
+    assert (a.right == b.right).all() and a.task == "custom"
+
