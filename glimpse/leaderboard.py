@@ -97,8 +97,9 @@ def page(scores: dict, results_dir: Path = RESULTS, published: Path = PUBLISHED)
               "",
               "- **Your own model:** score it with `glimpse.benchmark.score(predict, task)` (a model that reads the "
               "whole canvas) or `score_agent(agent, task)` (an agent that acts through the env), save the result "
-              "with `result.save('benchmarks/results/NAME.json')` (or `python evaluate.py --model MODULE:CALLABLE "
-              "--preset TASK --json`, the last line), and run `python scripts/leaderboard.py --write`.",
+              "with `result.save('benchmarks/results/NAME.json')`, and run `python scripts/leaderboard.py --write`. "
+              "(`python evaluate.py --model MODULE:CALLABLE --preset TASK --json` prints the same result as its "
+              "last line.)",
               "- **A published number:** add a line to `benchmarks/published.csv` with its source; write "
               "`unknown` in any protocol column the source does not settle.",
               ""]

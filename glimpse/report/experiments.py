@@ -40,7 +40,7 @@ class Experiment:
 def family_experiments(family: Family) -> list[Experiment]:
     """A registered family on the report's task, at the budget its module states, and each variant it
     declares (``report_variants``: a name, a label and the options that make it)."""
-    group = "baseline" if family.mode == "full" else family.mode
+    group = family.mode if family.has_attention else "baseline"
     base = Experiment(family.name, family.title, group, family.report_epochs, family_options(family),
                       family.paper_error, arch=family.name)
     return [base, *(Experiment(f"{family.name}-{variant}", label, group, family.report_epochs,

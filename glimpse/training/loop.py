@@ -110,7 +110,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         callbacks = [DivergenceGuard(run), ScalarLog(), Pictures(), Validation(), Checkpoints()]
         where = f"{distributed.world_size()} processes on {run.device.type}" if distributed.world_size() > 1 \
             else str(run.device)
-        what = "full-image baseline" if config.mode == "full" else f"{config.mode} attention"
+        what = f"{config.mode} attention" if config.family.has_attention else "full-image baseline"
         run.say(f"[glimpse] {what} ({run.learner.family.name}), {run.data_source}, {where}; run {run.run_dir}")
         if run.start_step:
             run.say(f"[glimpse] resuming at step {run.start_step}/{run.total_steps}")
