@@ -4,6 +4,7 @@
     python benchmarks/speed.py --threads 1 --processes 2 --no-families   # RAM 28x28 on 2 cores, as torchrun
     python benchmarks/speed.py --quick                   # fewer repetitions
     python benchmarks/speed.py --device cuda --episodes 4096,65536 --batch-sizes 128,1024
+    python benchmarks/speed.py --device cuda --compile reduce-overhead    # training compiled (CUDA graphs)
 
 Rows:
 - the batched env (ClutteredMNIST60-v1, 3 scales of 12x12) in glimpse-steps/s on --device, for
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                              "together (as torchrun --nproc_per_node; 0 or 1: skip)")
     parser.add_argument("--no-families", action="store_true", help="only the env and the RAM 28x28 rows")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead", "max-autotune"),
+                        help="time training compiled in this torch.compile mode (train.py --compile); "
+                             "compiling happens in untimed warm-up steps")
     args = parser.parse_args(argv)
     try:
         if args.threads < 0:
@@ -94,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\nbatched env, ClutteredMNIST60-v1 (3 scales of 12x12), glimpse-steps/s:")
     print(markdown_table(("env", "glimpse-steps/s"), env_rows, pad=True))
 
-    config = resolve_config({"preset": "mnist28", "mode": "hard", "batch_size": 128, "data_dir": args.data_dir})
-    speed, _, learner = training_speed(config, data, 50 * reps, device=device)
+    compiled = {"compile": args.compile}
+    warmup = 2 if args.compile == "off" else 6  # CUDA graphs are recorded after a few calls
+    config = resolve_config({"preset": "mnist28", "mode": "hard", "batch_size": 128, "data_dir": args.data_dir,
+                             **compiled})
+    speed, _, learner = training_speed(config, data, 50 * reps, warmup, device=device)
     flops = training_flops_per_image(learner, config.batch_size)
     peak = matmul_gflops(device)
     ram_rows = [("images/s", f"{speed:,.0f}"),
@@ -107,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.processes > 1 and device.type == "cpu":
         together = parallel_training_speed(config, args.data_dir, 50 * reps, args.processes)
         ram_rows.append((f"images/s, {args.processes} processes of 1 thread (torchrun)", f"{together:,.0f}"))
-    print(f"\nRAM training, mnist28 preset, batch 128, on {device}:")
+    print(f"\nRAM training, mnist28 preset, batch 128, on {device}, compile {args.compile}:")
     print(markdown_table(("measure", "value"), ram_rows, pad=True))
     if args.no_families:
         return 0
@@ -118,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, overrides, steps in MODELS:
         for batch_size in args.batch_sizes:
             config = resolve_config({"preset": args.preset, "batch_size": batch_size, "data_dir": args.data_dir,
-                                     **overrides})
-            train_speed, phases, learner = training_speed(config, data, steps * reps, device=device)
+                                     **overrides, **compiled})
+            train_speed, phases, learner = training_speed(config, data, steps * reps, warmup, device=device)
             rows.append((name, f"{batch_size:,}", f"{train_speed:,.0f}"))
             if batch_size == args.batch_sizes[0]:
                 eval_speed = eval_images_per_second(learner.family.name, learner.model, learner.task, canvases)
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                                    f"{sum(phases.values()):.1f}"))
             else:
                 rows[-1] += ("",)
-    print(f"\nevery attention family, preset {args.preset}, on {device}:")
+    print(f"\nevery attention family, preset {args.preset}, on {device}, compile {args.compile}:")
     print(markdown_table(("model", "batch", "training images/s", "evaluation images/s"), rows, pad=True))
     print(f"\nmilliseconds per training step (batch {args.batch_sizes[0]}):")
     print(markdown_table(("model", *TRAINING_PHASES, "total"), phase_rows, pad=True))

@@ -29,6 +29,11 @@ import torch.nn.functional as F
 from envs.retina import extract_glimpses, integral_images
 from envs.task import DIGIT_SIZE, CLUTTER_SIZE, GlimpseTask, digits_that_fit
 
+def cuda_available() -> bool:
+    """Whether a CUDA GPU can be used here (the engine's one check; tests/test_fake_cuda.py fakes it)."""
+    return torch.cuda.is_available()
+
+
 def indexed_device(device: torch.device | str) -> torch.device:
     """``device`` with its index: "cuda" is the current CUDA device ("cuda:0" where no GPU can be
     asked). The one place a device gets its index, so that a generator made on "cuda" (which
@@ -279,7 +284,7 @@ class EpisodeEngine:
     """
 
     def __init__(self, task: GlimpseTask, device: torch.device | str = "cpu"):
-        if torch.device(device).type == "cuda" and not torch.cuda.is_available():  # instead of a driver error
+        if torch.device(device).type == "cuda" and not cuda_available():  # instead of a driver error
             raise ValueError(f"device={str(device)!r}: no CUDA GPU is available here; use device='cpu'")
         self.task, self.device = task, indexed_device(device)
         self.generator = torch.Generator(self.device)

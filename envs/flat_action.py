@@ -26,19 +26,26 @@ float32 vector of shape ``(k * g * g + 2,)`` = flattened glimpse, then location,
     env_id = next(i for i, task in envs.ENV_IDS.items() if task == "mnist28")
     env = make_flat(env_id, data_dir="bundled")    # obs (66,), action (12,)
 
-Note that a memoryless (MLP) policy sees only the current glimpse: the recurrent agents of this
-lab (``glimpse/``) remember earlier glimpses, an MLP on these flat spaces does not.
+Two options make standard agents learn (measured in docs/environments.md):
+
+- ``stack=T`` adds gymnasium's :class:`~gymnasium.wrappers.FrameStackObservation` (zero padding):
+  the observation becomes the episode's last T flat observations, oldest first, so a memoryless
+  (MLP) policy sees every glimpse and location so far, as the recurrent agents of ``glimpse/``
+  remember them. Nothing else is shown.
+- ``grid=N`` uses :class:`GridAction` instead of :class:`FlatAction`: a discrete action, the
+  location as a point of an N x N grid over [-1, 1]^2 and the label as a class index, which
+  suits agents with categorical policies (PPO, A2C, DQN-style) better than Gaussian class scores.
 """
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.wrappers import FlattenObservation
+from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 
 from envs.spaces import N_CLASSES
 
-__all__ = ["FlatAction", "make_flat"]
+__all__ = ["FlatAction", "GridAction", "grid_points", "make_flat"]
 
 
 class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
@@ -55,18 +62,7 @@ class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env):
         gym.utils.RecordConstructorArgs.__init__(self)  # lets env.spec.make() rebuild the wrapped env
         gym.ActionWrapper.__init__(self, env)
-        inner = env.action_space
-        if not (isinstance(inner, spaces.Dict) and set(inner.spaces) == {"location", "label"}):
-            raise TypeError(f"FlatAction needs a Dict action space with 'location' and 'label', got {inner}")
-        label_space = inner["label"]
-        if isinstance(label_space, spaces.Discrete) and label_space.n == N_CLASSES:
-            self.n_digits = 1
-        elif isinstance(label_space, spaces.MultiDiscrete) and np.all(label_space.nvec == N_CLASSES) \
-                and label_space.nvec.ndim == 1:
-            self.n_digits = len(label_space.nvec)
-        else:
-            raise TypeError(f"FlatAction needs a Discrete({N_CLASSES}) or MultiDiscrete([{N_CLASSES}] * K) "
-                            f"label space, got {label_space}")
+        self.n_digits = _digits_of(env.action_space, type(self).__name__)
         self.action_space = spaces.Box(-1.0, 1.0, (2 + N_CLASSES * self.n_digits,), np.float32)
 
     def action(self, action) -> dict:
@@ -97,10 +93,71 @@ class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
         return {"location": location, "label": label}
 
 
-def make_flat(env_id: str, **kwargs) -> gym.Env:
+def _digits_of(action_space, wrapper: str) -> int:
+    """K, the digits an env's ``Dict`` action labels; TypeError for any other action space."""
+    if not (isinstance(action_space, spaces.Dict) and set(action_space.spaces) == {"location", "label"}):
+        raise TypeError(f"{wrapper} needs a Dict action space with 'location' and 'label', got {action_space}")
+    label_space = action_space["label"]
+    if isinstance(label_space, spaces.Discrete) and label_space.n == N_CLASSES:
+        return 1
+    if isinstance(label_space, spaces.MultiDiscrete) and label_space.nvec.ndim == 1 \
+            and np.all(label_space.nvec == N_CLASSES):
+        return len(label_space.nvec)
+    raise TypeError(f"{wrapper} needs a Discrete({N_CLASSES}) or MultiDiscrete([{N_CLASSES}] * K) "
+                    f"label space, got {label_space}")
+
+
+def grid_points(grid: int) -> np.ndarray:
+    """The ``(grid,)`` float32 coordinates a :class:`GridAction` index stands for: evenly spaced
+    over [-1, 1] with both ends included (one point: the centre, 0)."""
+    if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or not 1 <= grid <= 64:
+        raise ValueError(f"grid must be an integer in 1..64 (points per axis), got {grid!r}")
+    return np.linspace(-1.0, 1.0, grid, dtype=np.float32) if grid > 1 else np.zeros(1, np.float32)
+
+
+class GridAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
+    """Expose a cluttered-MNIST env's ``Dict`` action as ``MultiDiscrete([grid, grid] + [10] * K)``.
+
+    ``action[0]`` and ``action[1]`` index x and y of the next glimpse on :func:`grid_points`
+    (``grid`` points per axis over [-1, 1]); ``action[2 + d]`` is the class of digit d (reading
+    order). As in the env, the label is judged on the last step only and the location is ignored
+    there. :meth:`action` raises ValueError for a wrong shape or an index outside its range.
+    """
+
+    def __init__(self, env: gym.Env, grid: int = 5):
+        gym.utils.RecordConstructorArgs.__init__(self, grid=grid)
+        gym.ActionWrapper.__init__(self, env)
+        self.n_digits = _digits_of(env.action_space, type(self).__name__)
+        self.points = grid_points(grid)
+        self.action_space = spaces.MultiDiscrete([grid, grid] + [N_CLASSES] * self.n_digits)
+
+    def action(self, action) -> dict:
+        """``(2 + K,)`` indices -> the env's ``{"location": (2,) float32, "label": ...}``."""
+        if hasattr(action, "detach"):
+            action = action.detach().cpu().numpy()
+        index = np.asarray(action)
+        if index.shape != self.action_space.shape:
+            raise ValueError(f"grid action must have shape {self.action_space.shape} = x and y indices + a class "
+                             f"for each of {self.n_digits} digit(s), got shape {index.shape}")
+        if not np.issubdtype(index.dtype, np.integer) or np.any(index < 0) or np.any(index >= self.action_space.nvec):
+            raise ValueError(f"grid action must hold integer indices below {self.action_space.nvec.tolist()}, "
+                             f"got {index.tolist()}")
+        location = self.points[index[:2]]
+        labels = index[2:].astype(np.int64)
+        return {"location": location, "label": int(labels[0]) if self.n_digits == 1 else labels}
+
+
+def make_flat(env_id: str, *, grid: int | None = None, stack: int = 1, **kwargs) -> gym.Env:
     """``gymnasium.make(env_id, **kwargs)`` wrapped for flat agents.
 
-    Observation: ``Box((k * g * g + 2,), float32)`` (flattened glimpse, then location);
-    action: ``Box(-1, 1, (2 + 10 * K,), float32)`` (see :class:`FlatAction`).
+    Observation: ``Box((k * g * g + 2,), float32)`` (flattened glimpse, then location), or with
+    ``stack=T`` > 1 ``Box((T, k * g * g + 2), float32)``: the last T of them, oldest first, zeros
+    before the episode's first. Action: ``Box(-1, 1, (2 + 10 * K,), float32)`` (see
+    :class:`FlatAction`), or with ``grid=N`` ``MultiDiscrete([N, N] + [10] * K)`` (see
+    :class:`GridAction`).
     """
-    return FlattenObservation(FlatAction(gym.make(env_id, **kwargs)))
+    if isinstance(stack, bool) or not isinstance(stack, int) or stack < 1:
+        raise ValueError(f"stack must be a positive integer (observations per stack), got {stack!r}")
+    env = gym.make(env_id, **kwargs)
+    env = FlattenObservation(FlatAction(env) if grid is None else GridAction(env, grid))
+    return FrameStackObservation(env, stack, padding_type="zero") if stack > 1 else env

@@ -239,6 +239,19 @@ def test_render_draws_the_canvas_with_the_path():
     assert frame.shape[0] >= 60 and frame.shape[1] >= 60
 
 
+def test_human_rendering_shows_the_rgb_frames_or_names_the_missing_package():
+    """render_mode="human" goes through Gymnasium's HumanRendering over the env's rgb_array frames;
+    without pygame the first reset names the package to install (docs/environments.md)."""
+    import importlib.util
+
+    env = make("glimpse/ClutteredMNIST60-v1", render_mode="human")
+    assert isinstance(env, gym.wrappers.HumanRendering) and env.unwrapped.render_mode == "rgb_array"
+    if importlib.util.find_spec("pygame") is None:
+        with pytest.raises(gym.error.DependencyNotInstalled, match="pip install"):
+            env.reset(seed=0)
+    env.close()
+
+
 TWO_DIGITS = "glimpse/ClutteredTwoDigitMNIST100-v1"
 
 

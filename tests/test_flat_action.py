@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.flat_action import FlatAction, make_flat
+from envs.flat_action import FlatAction, GridAction, grid_points, make_flat
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sb3_ppo.py"
 
@@ -132,14 +132,111 @@ def test_flat_action_rejects_a_non_dict_action_space():
         FlatAction(gym.make("CartPole-v1"))
 
 
+def load_example():
+    spec = importlib.util.spec_from_file_location("sb3_ppo_example", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
+@pytest.mark.parametrize("task, n_digits", [("mnist28", 1), ("multi100", 2)])
+def test_grid_action_and_stacked_observation_pass_check_env(task, n_digits):
+    env = make_flat(env_id(task), grid=5, stack=3, data_dir="bundled")
+    glimpse = int(np.prod(env.unwrapped.observation_space["glimpse"].shape))
+    assert env.action_space == gym.spaces.MultiDiscrete([5, 5] + [10] * n_digits)
+    assert env.observation_space.shape == (3, glimpse + 2) and env.observation_space.dtype == np.float32
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    assert [str(w.message) for w in caught if "different from the unwrapped version" not in str(w.message)] == []
+
+
+def test_grid_action_maps_indices_to_grid_points_and_classes():
+    np.testing.assert_array_equal(grid_points(5), np.float32([-1, -0.5, 0, 0.5, 1]))
+    np.testing.assert_array_equal(grid_points(1), [0.0])
+    one = GridAction(gym.make(env_id("mnist28"), data_dir="bundled"), grid=5)
+    mapped = one.action(np.array([0, 3, 7]))
+    np.testing.assert_array_equal(mapped["location"], np.float32([-1.0, 0.5]))
+    assert mapped["location"].dtype == np.float32 and mapped["label"] == 7
+    assert one.unwrapped.action_space.contains(mapped)
+    two = GridAction(gym.make(env_id("multi100"), data_dir="bundled"), grid=3)
+    mapped = two.action(np.array([2, 1, 3, 9]))
+    np.testing.assert_array_equal(mapped["location"], [1.0, 0.0])
+    np.testing.assert_array_equal(mapped["label"], [3, 9])
+    assert two.unwrapped.action_space.contains(mapped)
+
+
+@pytest.mark.parametrize("bad, message", [(np.array([0, 5, 1]), "below \\[5, 5, 10\\]"),
+                                          (np.array([0, -1, 1]), "below"), (np.array([0.5, 1, 1]), "integer"),
+                                          (np.array([0, 1]), "shape \\(3,\\)")])
+def test_grid_action_rejects_what_it_cannot_map(bad, message):
+    env = GridAction(gym.make(env_id("mnist28"), data_dir="bundled"), grid=5)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=message):
+        env.step(bad)
+    env.step(np.array([2, 2, 0]))  # the episode is untouched by the rejected actions
+
+
+@pytest.mark.parametrize("kwargs, message", [(dict(grid=0), "grid must be"), (dict(grid=2.5), "grid must be"),
+                                             (dict(stack=0), "stack must be"), (dict(stack=True), "stack must be")])
+def test_make_flat_refuses_bad_grid_or_stack(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_flat(env_id("mnist28"), data_dir="bundled", **kwargs)
+
+
+def test_stacked_observation_is_oldest_first_with_zeros_before_the_first():
+    single = make_flat(env_id("mnist28"), grid=5, data_dir="bundled")
+    stacked = make_flat(env_id("mnist28"), grid=5, stack=6, data_dir="bundled")
+    seen = [single.reset(seed=4)[0]]
+    obs, _ = stacked.reset(seed=4)
+    np.testing.assert_array_equal(obs[:5], 0.0)
+    np.testing.assert_array_equal(obs[5], seen[0])
+    for x in range(3):
+        action = np.array([x, 4 - x, 0])
+        seen.append(single.step(action)[0])
+        obs = stacked.step(action)[0]
+    np.testing.assert_array_equal(obs[2:], np.stack(seen))
+    np.testing.assert_array_equal(obs[:2], 0.0)
+
+
+class _StubPolicy:
+    """A deterministic policy of the whole stacked observation, in SB3's ``predict`` shape."""
+
+    def predict(self, observation, deterministic=True):
+        observation = np.asarray(observation, np.float64)
+        batched = observation if observation.ndim == 3 else observation[None]
+        code = np.abs((batched * np.arange(1, batched.shape[-1] + 1)).sum(-1) * np.arange(1, batched.shape[1] + 1))
+        total = code.sum(1)
+        action = np.stack([total.astype(np.int64) % 5, (total * 7).astype(np.int64) % 5,
+                           (total * 13).astype(np.int64) % 10], 1)
+        return (action if observation.ndim == 3 else action[0]), None
+
+
+def test_example_agent_sees_on_the_benchmark_what_the_policy_saw_in_training():
+    """score_agent through the vector env and the stacked single env, canvas by canvas, agree."""
+    from glimpse.benchmark import _canvases, score_agent
+
+    example = load_example()
+    task = dict(envs.ENV_TASKS[env_id("mnist28")])
+    canvases, _ = _canvases(task, "test", None, "bundled", 40)
+    env = make_flat(env_id("mnist28"), grid=5, stack=6, split="test", data_dir="bundled")
+    rewards = []
+    for image, label in zip(canvases.images, canvases.labels):
+        obs, _ = env.reset(seed=0, options={"canvas": image, "label": label})
+        for _ in range(6):
+            obs, reward, *_ = env.step(_StubPolicy().predict(obs)[0])
+        rewards.append(reward)
+    result = score_agent(example.PolicyAgent(_StubPolicy(), grid=5, stack=6), "mnist28", data_dir="bundled",
+                         limit=40, batch_size=16)
+    assert 0 < sum(rewards) < 40  # the stub is neither always right nor always wrong
+    assert result.error == pytest.approx(1 - np.mean(rewards))
+
+
 def test_sb3_ppo_example_trains_and_is_scored_on_the_benchmark(capsys):
     """CI installs the sb3 extra, so this runs there: a short PPO run through the flat wrappers, then
     the policy driven by glimpse.benchmark.score_agent through the vector env (observations only)."""
     pytest.importorskip("stable_baselines3")
-    spec = importlib.util.spec_from_file_location("sb3_ppo_example", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    mean = example.main(["--steps", "256", "--seed", "1", "--eval-episodes", "10", "--benchmark-limit", "100"])
+    mean = load_example().main(["--steps", "256", "--seed", "1", "--eval-episodes", "10", "--benchmark-limit", "100"])
     assert 0.0 <= mean <= 1.0
     out = capsys.readouterr().out
     assert "benchmark: error " in out and "on 100 fixed test canvases of mnist28" in out and "6 glimpses" in out

@@ -139,6 +139,8 @@ def test_resume_refuses_changed_settings(tmp_path, capsys):
     assert code == 0
     assert train.main(["--resume", str(run), "--lr", "0.1"]) == 2
     assert "--lr" in capsys.readouterr().err
+    # where the data lives on this machine is no setting of the run
+    assert train.main(["--resume", str(run), "--data-dir", "bundled", "--max-steps", "4"]) == 0
 
 
 def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):

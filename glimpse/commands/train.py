@@ -24,7 +24,8 @@ from glimpse.checkpoint import CheckpointError, check_resumable, load_checkpoint
 from glimpse.training.config import TrainConfig, build_parser, config_from_args
 from glimpse.training.loop import CheckpointWriteError, TrainingDiverged, _last_checkpoint, train
 
-RESUMABLE_OVERRIDES = ("epochs", "max_steps", "threads", "device")
+# The budget, where the data is, and how the machine computes (the last two not bit for bit)
+RESUMABLE_OVERRIDES = ("epochs", "max_steps", "threads", "data_dir", "device", "compile")
 
 
 def resumed_config(args) -> TrainConfig:

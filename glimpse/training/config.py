@@ -87,6 +87,10 @@ class GeneralOptions:
                            "machine; 0: torch's default, one per core)")
     device: str = _opt("auto", "where to train: auto (a GPU when there is one), cpu or cuda; under torchrun each "
                        "process takes GPU LOCAL_RANK", ("auto", "cpu", "cuda"))
+    compile: str = _opt("off", "compile each part of the model with torch.compile in this mode: off; default; "
+                        "reduce-overhead (CUDA graphs: for the many small kernels of an episode on a GPU); "
+                        "max-autotune. The first steps pay for compiling; on a CPU it needs a C++ compiler",
+                        ("off", "default", "reduce-overhead", "max-autotune"))
     log_every: int = _opt(50, "steps between scalar logs")
     image_every: int = _opt(500, "steps between TensorBoard images (0: only at validation)")
     checkpoint_every: int = _opt(200, "steps between checkpoints of the running state (and every epoch)")
@@ -273,8 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
             where.add_argument(flag, type=parse, **kwargs)
     parser.add_argument("--resume", metavar="RUN_DIR_OR_CHECKPOINT", default=None,
                         help="continue an interrupted run exactly from its last checkpoint; only --epochs, "
-                             "--max-steps, --threads and --device may change (on another device the run goes on, "
-                             "but not bit for bit: CPU and CUDA generators draw different numbers)")
+                             "--max-steps, --threads, --data-dir, --device and --compile may change (on another "
+                             "device the run goes on, but not bit for bit: CPU and CUDA generators draw different "
+                             "numbers; compiled kernels may round differently)")
     return parser
 
 

@@ -30,10 +30,19 @@ def local_batch_size(batch_size: int, world_size: int) -> int:
     return batch_size // world_size
 
 
+def host_to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` on ``device``. To a GPU through pinned memory: from pageable memory the copy
+    would wait for the GPU even with non_blocking=True; pinned, it overlaps the step before."""
+    host = torch.from_numpy(np.ascontiguousarray(array))
+    if device.type == "cuda" and torch.cuda.is_available():  # (pinning needs the GPU itself)
+        host = host.pin_memory()
+    return host.to(device, non_blocking=True)
+
+
 def training_canvases(bank: DigitBank, generator: torch.Generator, indices: np.ndarray, task: dict) -> CanvasBatch:
     """The canvases of the global minibatch ``indices`` (digits of ``bank``), drawn by the task's
     recipe on the bank's device from ``generator`` (seeded by the step)."""
-    return make_canvases(generator, bank, torch.as_tensor(indices).to(bank.device, non_blocking=True),
+    return make_canvases(generator, bank, host_to_device(indices, bank.device),
                          task["canvas_size"], task["n_clutter"], task["centred_digit"], task.get("n_digits", 1))
 
 
@@ -49,7 +58,12 @@ class LearnerSetup:
         self.family = config.family
         self.task = config.task()
         self.model_config = self.family.model_config(config)
-        self.model = self.family.build(self.model_config).to(self.device)
+        self.model = self.family.build(self.model_config)  # built on the CPU: the same initial weights everywhere
+        if any(p.device != self.device for p in self.model.parameters()):  # (a model built on its device stays:
+            self.model.to(self.device)  # Module.to cannot run under FakeTensorMode, tests/test_fake_cuda.py)
+        if config.compile != "off":  # each part, in place: an episode calls the parts step by step
+            for part in self.model.children():
+                part.compile(mode=config.compile)
         self.forward = self.model  # the loop may swap in a DistributedDataParallel wrapper
         self.train_digits = DigitBank.of(data.train, self.device)
         self.generator = torch.Generator(self.device)

@@ -27,7 +27,8 @@ class ConvWhat(nn.Sequential):
             nn.Conv2d(16, 32, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
             nn.Flatten(), nn.Linear(32 * side * side, what_size),
         )
-        self.to(memory_format=torch.channels_last)
+        for weight in (self[0].weight, self[3].weight):  # in place, not Module.to: that cannot run on fake tensors
+            weight.data = weight.data.contiguous(memory_format=torch.channels_last)
 
     def forward(self, glimpse: torch.Tensor) -> torch.Tensor:
         return super().forward(glimpse.contiguous(memory_format=torch.channels_last))
