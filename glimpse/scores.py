@@ -42,7 +42,7 @@ REFERENCE = {  # (published, target) test error in %, from shared/reference and 
     "stn-cluttered60": ("1.7 (ST-CNN, its own cluttered MNIST)", "<= 2"),
 }
 DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every", "image_every", "checkpoint_every",
-            "val_every", "eval_batch_size", "max_steps"}
+            "val_every", "eval_batch_size", "max_steps", "compile"}
 
 
 def command(config: dict) -> str:

@@ -118,7 +118,10 @@ class RetinaRAMFamily(Family):
         LOCATION_GRADIENTS)}
     report_epochs = 20
     quick_recipe = {"preset": "mnist28", "epochs": 3, "batch_size": 64, "lr": 3e-3}
-    converged_recipe = {"core": "lstm", "glimpse_net": "conv", "location_std": 0.25, "location_std_final": 0.1}
+    # damped: undamped, the deterministic variant fell to chance within 8 epochs and the reparameterised
+    # one reached 74 % validation in 80; damped at 0.1, both passed 95 % (docs/notebook/results-log.md)
+    converged_recipe = {"core": "lstm", "glimpse_net": "conv", "location_std": 0.25, "location_std_final": 0.1,
+                        "attention_into_core": 0.1}
     converged_epochs = 80  # RAM's
     attention_module_text = "the location policy's mean head"
     report_variants = {"deterministic": ("RAM, differentiable retina, deterministic (soft)",
