@@ -70,6 +70,13 @@ def main(argv: list[str] | None = None) -> float:
                         help="score the policy on the first N canvases of the benchmark's test set "
                              "(default: all 10,000; 0: skip)")
     args = parser.parse_args(argv)
+    for name in ("steps", "envs", "eval_episodes"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    try:
+        grid_points(args.grid)
+    except ValueError as exc:
+        parser.error(f"--{exc}")
 
     import torch
     from stable_baselines3 import PPO

@@ -232,6 +232,14 @@ def test_example_agent_sees_on_the_benchmark_what_the_policy_saw_in_training():
     assert result.error == pytest.approx(1 - np.mean(rewards))
 
 
+@pytest.mark.parametrize("argv, message", [(["--grid", "0"], "--grid must be an integer in 1..64"),
+                                           (["--steps", "0"], "--steps must be >= 1")])
+def test_the_example_refuses_bad_options_with_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        load_example().main(argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_sb3_ppo_example_trains_and_is_scored_on_the_benchmark(capsys):
     """CI installs the sb3 extra, so this runs there: a short PPO run through the flat wrappers, then
     the policy driven by glimpse.benchmark.score_agent through the vector env (observations only)."""
