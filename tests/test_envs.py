@@ -244,7 +244,8 @@ def test_human_rendering_shows_the_rgb_frames_or_names_the_missing_package():
     without pygame the first reset names the package to install (docs/environments.md)."""
     import importlib.util
 
-    env = make("glimpse/ClutteredMNIST60-v1", render_mode="human")
+    with pytest.warns(UserWarning, match="HumanRendering wrapper is being applied"):
+        env = make("glimpse/ClutteredMNIST60-v1", render_mode="human")
     assert isinstance(env, gym.wrappers.HumanRendering) and env.unwrapped.render_mode == "rgb_array"
     if importlib.util.find_spec("pygame") is None:
         with pytest.raises(gym.error.DependencyNotInstalled, match="pip install"):
