@@ -28,16 +28,20 @@ PUBLISHED = ROOT / "benchmarks" / "published.csv"
 TASKS = ("cluttered60", "cluttered100", "multi100", "mnist28")
 
 
-def task_of(checkpoint: str) -> str:
-    """A shipped checkpoint's task, from its file name (``ram-cluttered60.pt``)."""
-    return Path(checkpoint).stem.split("-", 1)[1]
+def task_of(checkpoint: str, family: str) -> str:
+    """A shipped checkpoint's task, from its file name: ``{family}-{task}.pt`` (``ram-diff-cluttered60.pt``
+    is family ram-diff on cluttered60; family names may hold hyphens, so the family is stripped whole)."""
+    stem = Path(checkpoint).stem
+    if not stem.startswith(f"{family}-"):
+        raise ValueError(f"{checkpoint}: a shipped checkpoint is named {family}-TASK.pt by its family")
+    return stem[len(family) + 1:]
 
 
 def lab_rows(scores: dict) -> list[dict]:
     rows = []
     for row in scores["rows"]:
         n = row["n"]
-        rows.append({"model": f"`{row['checkpoint']}`", "task": task_of(row["checkpoint"]),
+        rows.append({"model": f"`{row['checkpoint']}`", "task": task_of(row["checkpoint"], row["kind"]),
                      "error": 100 * row["test_error"],
                      "cell": f"{100 * row['test_error']:.2f} ({format_interval(row['test_error'] * n, n)})",
                      "fresh": f"{100 * row['fresh_error']:.2f}", "protocol": f"benchmark v{scores['benchmark']}, "

@@ -96,6 +96,12 @@ def test_the_leaderboard_page_is_generated_from_the_files_and_up_to_date(tmp_pat
     assert leaderboard.write(check_only=True), "docs/leaderboard.md is stale: python scripts/leaderboard.py --write"
     text = leaderboard.PAGE.read_text()
     assert "ram-cluttered60.pt" in text and "DRAW, 8 glimpses" in text and "## Adding a row" in text
+    # every shipped checkpoint is listed under its task, whatever hyphens its family's name holds
+    lab = leaderboard.lab_rows(json.loads(leaderboard.SCORES.read_text()))
+    assert {row["task"] for row in lab} <= set(leaderboard.TASKS)
+    assert leaderboard.task_of("ram-diff-cluttered60.pt", "ram-diff") == "cluttered60"
+    with pytest.raises(ValueError, match="named ram-TASK.pt"):
+        leaderboard.task_of("sat-cluttered60.pt", "ram")
     # a saved result becomes a row of its task
     result = score(lambda x: torch.zeros(len(x), 10), "cluttered60", data_dir="bundled", limit=50, model="zeros")
     result.save(tmp_path / "zeros.json")
