@@ -40,6 +40,7 @@ REFERENCE = {  # (published, target) test error in %, from shared/reference and 
     "ram-multi100": ("about 5 (DRAM, Ba et al. 2015)", "<= 5"),
     "sat-multi100": ("-", "-"),  # two digits, both must be right: no published number
     "stn-cluttered60": ("1.7 (ST-CNN, its own cluttered MNIST)", "<= 2"),
+    "resnet-cluttered60": ("-", "<= 1.0"),  # the no-attention control (issue 48)
 }
 DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every", "image_every", "checkpoint_every",
             "val_every", "eval_batch_size", "max_steps", "compile"}
