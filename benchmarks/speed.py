@@ -14,7 +14,7 @@ Rows:
   (forward and backward, counted by torch.utils.flop_counter) and the fraction of the machine's
   matrix-multiply rate (measured here, at the same thread count) that the step reaches; on the
   CPU also the same training by --processes single-threaded processes together (as torchrun);
-- training images/s of every attention family on --preset at each --batch-sizes, evaluation
+- training images/s of each --families family on --preset at each --batch-sizes, evaluation
   images/s, and where a training step's time goes.
 
 Targets and the latest measurements live in docs/speed.md, older ones in docs/notebook/speed-log.md.
@@ -37,9 +37,22 @@ from glimpse.speed import (TRAINING_PHASES, env_steps_per_second, eval_images_pe
 from glimpse.training import distributed
 from glimpse.training.config import family_options, resolve_config
 
-# every registered attention family, with how many training steps to time (RAM's are the cheapest)
-MODELS = tuple((f.title, family_options(f), 30 if f.learns_by_reinforce else 10)
-               for f in list_families() if f.has_attention)
+
+
+def timed_families(text: str) -> tuple:
+    """--families: "attention" (every attention family), "all" (the controls too) or family names,
+    each with how many training steps to time (REINFORCE learners' are the cheapest)."""
+    known = {f.name: f for f in list_families()}
+    if text in ("attention", "all"):
+        chosen = [f for f in known.values() if text == "all" or f.has_attention]
+    else:
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = [name for name in names if name not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown family {', '.join(unknown) or text!r}: choose attention, all "
+                                             f"or names from {', '.join(known)}")
+        chosen = [known[name] for name in names]
+    return tuple((f.title, family_options(f), 30 if f.learns_by_reinforce else 10) for f in chosen)
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -65,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=2,
                         help="also time RAM 28x28 training with this many single-threaded CPU processes "
                              "together (as torchrun --nproc_per_node; 0 or 1: skip)")
+    parser.add_argument("--families", type=timed_families, default="attention",
+                        help="which families' training to time: attention (default), all (with the no-attention "
+                             "controls) or comma-separated names")
     parser.add_argument("--no-families", action="store_true", help="only the env and the RAM 28x28 rows")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead", "max-autotune"),
@@ -122,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, phase_rows = [], []
     canvases = fixed_canvas_set(data.test.images[:2000], data.test.labels[:2000], TASKS[args.preset]["canvas_size"],
                                 TASKS[args.preset]["n_clutter"], False, 0).images
-    for name, overrides, steps in MODELS:
+    for name, overrides, steps in args.families:
         for batch_size in args.batch_sizes:
             config = resolve_config({"preset": args.preset, "batch_size": batch_size, "data_dir": args.data_dir,
                                      **overrides, **compiled})
@@ -135,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                                    f"{sum(phases.values()):.1f}"))
             else:
                 rows[-1] += ("",)
-    print(f"\nevery attention family, preset {args.preset}, on {device}, compile {args.compile}:")
+    print(f"\nfamilies, preset {args.preset}, on {device}, compile {args.compile}:")
     print(markdown_table(("model", "batch", "training images/s", "evaluation images/s"), rows, pad=True))
     print(f"\nmilliseconds per training step (batch {args.batch_sizes[0]}):")
     print(markdown_table(("model", *TRAINING_PHASES, "total"), phase_rows, pad=True))

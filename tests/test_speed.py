@@ -40,6 +40,20 @@ def test_speed_benchmark_rejects_bad_options(capsys):
     if not torch.cuda.is_available():
         assert benchmark.main(["--device", "cuda", "--data-dir", "bundled"]) == 2
         assert "no CUDA GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit:  # argparse: exit code 2 with the known names
+        benchmark.main(["--families", "ram,nope", "--data-dir", "bundled"])
+    assert exit.value.code == 2 and "unknown family 'nope'" in capsys.readouterr().err
+
+
+def test_the_timed_families_come_from_the_registry():
+    from glimpse.models import list_families
+
+    benchmark = load_benchmark()
+    attention = [f.title for f in list_families() if f.has_attention]
+    assert [title for title, _, _ in benchmark.timed_families("attention")] == attention
+    assert len(benchmark.timed_families("all")) == len(list_families()) > len(attention)
+    (title, options, steps), = benchmark.timed_families("resnet")
+    assert options["arch"] == "resnet" and options["mode"] == "full" and steps == 10
 
 
 def test_env_speed_counts_glimpses_of_whole_episodes(bundled, monkeypatch):

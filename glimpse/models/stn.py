@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from envs.task import TASKS
+from glimpse.models.channels_last import ChannelsLast
 from glimpse.models.registry import Attention, Family, register
 
 
@@ -65,7 +66,7 @@ class LocalisationNetwork(nn.Module):
 
     def __init__(self, canvas_size: int, channels: int, hidden: int):
         super().__init__()
-        self.features = nn.Sequential(
+        self.features = ChannelsLast(
             nn.AvgPool2d(2), nn.Conv2d(1, channels, 5), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(channels, channels, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
         )
@@ -97,7 +98,7 @@ class CropClassifier(nn.Module):
     def __init__(self, crop_size: int, channels: tuple, hidden: int, n_classes: int):
         super().__init__()
         c1, c2 = channels
-        self.net = nn.Sequential(
+        self.net = ChannelsLast(
             nn.Conv2d(1, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
             nn.Linear(c2 * (crop_size // 4) ** 2, hidden), nn.ReLU(), nn.Linear(hidden, n_classes),

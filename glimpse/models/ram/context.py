@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from glimpse.models.channels_last import ChannelsLast
+
 
 class ContextNetwork(nn.Module):
     """context (B, s, s) in [0, 1] -> the core's first state: ``(h0,)`` (B, hidden) for the ReLU
@@ -25,7 +27,7 @@ class ContextNetwork(nn.Module):
     def __init__(self, context_size: int, hidden_size: int, core: str):
         super().__init__()
         self.context_size, self.core = context_size, core
-        self.features = nn.Sequential(
+        self.features = ChannelsLast(
             nn.Conv2d(1, 16, 5, stride=2, padding=2), nn.ReLU(),
             nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
             nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.ReLU(),

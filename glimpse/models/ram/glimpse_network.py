@@ -4,8 +4,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from glimpse.models.channels_last import ChannelsLast
 
-class ConvWhat(nn.Sequential):
+
+class ConvWhat(ChannelsLast):
     """The "what" pathway as a small conv net (the glimpse network of Ba et al. 2015's DRAM is
     convolutional): (B, k, g, g) -> (B, what_size).
 
@@ -13,8 +15,8 @@ class ConvWhat(nn.Sequential):
     linear layer: its features no longer depend on exactly where in the patch a stroke falls,
     which a glimpse that lands a few pixels off needs. ``g`` must be divisible by 4.
     Pooling before ReLU gives the same values (ReLU is monotone) on a quarter of the elements, and
-    the weights and input are channels-last: oneDNN's fast layout for these small convolutions
-    (about 1.5x to 2x on CPU). Parameter names and shapes are those of the plain layout.
+    the weights and input are channels-last (:class:`ChannelsLast`). Parameter names and shapes
+    are those of the plain layout.
     """
 
     def __init__(self, n_scales: int, glimpse_size: int, what_size: int):
@@ -27,11 +29,6 @@ class ConvWhat(nn.Sequential):
             nn.Conv2d(16, 32, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
             nn.Flatten(), nn.Linear(32 * side * side, what_size),
         )
-        for weight in (self[0].weight, self[3].weight):  # in place, not Module.to: that cannot run on fake tensors
-            weight.data = weight.data.contiguous(memory_format=torch.channels_last)
-
-    def forward(self, glimpse: torch.Tensor) -> torch.Tensor:
-        return super().forward(glimpse.contiguous(memory_format=torch.channels_last))
 
 
 class GlimpseNetwork(nn.Module):
