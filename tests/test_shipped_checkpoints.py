@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envs.task import BENCHMARK_VERSION
-from glimpse.checkpoint import load_checkpoint, training_stages
+from glimpse.checkpoint import load_checkpoint, load_model, training_stages
 from glimpse.evaluation import evaluate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,3 +68,14 @@ def test_a_checkpoints_command_rebuilds_it_from_scratch(row):
     stages = training_stages(load_checkpoint(ROOT / "checkpoints" / row["checkpoint"]))
     assert row["command"] == script.staged_command([stage["train_config"] for stage in stages])
     assert "--init-from checkpoints/" not in row["command"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "checkpoints" / "stages").glob("*.pt")), ids=lambda p: p.name)
+def test_a_kept_stage_loads_and_its_readme_row_says_how_it_was_made(path):
+    """A stage kept for --init-from on another machine must load there, and checkpoints/stages/README.md
+    must give its row (scores and the command)."""
+    model, payload = load_model(path)
+    assert payload["train_config"]["arch"] == payload["kind"] and sum(p.numel() for p in model.parameters()) > 0
+    row = next((line for line in (ROOT / "checkpoints" / "stages" / "README.md").read_text().splitlines()
+                if line.startswith(f"| `{path.name}`")), None)
+    assert row is not None and "python train.py" in row, f"{path.name} has no row in checkpoints/stages/README.md"
