@@ -38,7 +38,6 @@ from glimpse.training import distributed
 from glimpse.training.config import family_options, resolve_config
 
 
-
 def timed_families(text: str) -> tuple:
     """--families: "attention" (every attention family), "all" (the controls too) or family names,
     each with how many training steps to time (REINFORCE learners' are the cheapest)."""

@@ -10,18 +10,6 @@ import torch
 from torch import nn
 
 
-def store_channels_last(module: nn.Module) -> nn.Module:
-    """Store every 4-d weight of ``module`` channels-last, in place, and return ``module``.
-
-    In place (``.data``), not ``Module.to(memory_format=...)``: that cannot run on fake tensors
-    (tests/test_fake_cuda.py). Names, shapes and values are unchanged, so state dicts load both
-    ways, and ``Module.to(device)`` keeps the layout."""
-    for parameter in module.parameters():
-        if parameter.dim() == 4:
-            parameter.data = parameter.data.contiguous(memory_format=torch.channels_last)
-    return module
-
-
 class ChannelsLast(nn.Sequential):
     """``nn.Sequential`` over (B, C, H, W) input whose conv weights and input are channels-last.
 
@@ -31,7 +19,11 @@ class ChannelsLast(nn.Sequential):
 
     def __init__(self, *layers: nn.Module):
         super().__init__(*layers)
-        store_channels_last(self)
+        # in place, not Module.to(memory_format=...): that cannot run on fake tensors
+        # (tests/test_fake_cuda.py); Module.to(device) keeps the layout
+        for parameter in self.parameters():
+            if parameter.dim() == 4:
+                parameter.data = parameter.data.contiguous(memory_format=torch.channels_last)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return super().forward(images.contiguous(memory_format=torch.channels_last))

@@ -65,14 +65,14 @@ class ResNetClassifier(nn.Module):
         self.config = config
         w1, w2, w3 = config.widths
         self.stem = ChannelsLast(nn.Conv2d(1, w1, 5, 2, 2, bias=False), nn.BatchNorm2d(w1), nn.ReLU(),
-                                  nn.MaxPool2d(2))
+                                 nn.MaxPool2d(2))
         stages, c_in = [], w1
         for index, width in enumerate(config.widths):
             for block in range(config.blocks_per_stage):
                 stride = 2 if index > 0 and block == 0 else 1
                 stages.append(BasicBlock(c_in, width, stride))
                 c_in = width
-        self.stages = ChannelsLast(*stages)  # NHWC throughout: about 1.25x on CPU
+        self.stages = ChannelsLast(*stages)
         self.classifier = nn.Linear(w3, config.n_classes)
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -21,7 +21,7 @@ class ConvEncoder(nn.Module):
     def __init__(self, channels: tuple[int, int, int] = (16, 32, 64)):
         super().__init__()
         c1, c2, c3 = channels
-        self.layers = ChannelsLast(  # NHWC: 1.3x (60x60) to 1.7x (100x100) on CPU
+        self.layers = ChannelsLast(
             nn.Conv2d(1, c1, 5, stride=2, padding=2), nn.ReLU(),
             nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(c2, c3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
