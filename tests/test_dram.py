@@ -127,3 +127,33 @@ def test_a_dram_run_resumes_exactly(tmp_path, monkeypatch):
     assert whole.keys() == cut.keys()
     for key in whole:
         torch.testing.assert_close(whole[key], cut[key], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("combine", ["product", "sum"])
+def test_how_what_and_where_meet(combine):
+    """The paper's product gates "what" by "where": where the location pathway is silent, the glimpse
+    vector is zero whatever was seen. The sum (RAM's glimpse network, the ablation) still passes what
+    was seen. Either way the classification loss reaches both pathways."""
+    torch.manual_seed(0)
+    model = DeepRecurrentAttentionModel(DRAMConfig(n_scales=3, glimpse_combine=combine))
+    net = model.glimpse_network
+    glimpse, location = torch.rand(B, 3, 12, 12), torch.rand(B, 2) * 2 - 1
+    assert net(glimpse, location).shape == (B, 256)
+    with torch.no_grad():  # silence the "where" pathway
+        net.where.weight.zero_()
+        net.where.bias.fill_(-1.0)
+    silenced = net(glimpse, location)
+    assert (silenced.abs().sum() == 0) == (combine == "product")
+    torch.nn.init.normal_(net.where.bias)
+    model(glimpse, location, model.initial_state()).logits.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())
+
+
+def test_the_glimpse_combination_is_a_dram_option():
+    config = resolve_config({"mode": "hard", "arch": "dram", "glimpse_combine": "sum"})
+    assert config.family.model_config(config)["glimpse_combine"] == "sum"
+    assert DRAMConfig(**{k: v for k, v in DRAMConfig().to_dict().items() if k != "glimpse_combine"}).glimpse_combine \
+        == "product"  # a checkpoint written before the option rebuilds the paper's network
+    with pytest.raises(ValueError, match="glimpse_combine"):
+        DRAMConfig(glimpse_combine="concat")
+    assert train.main([*FAST[:-4], "--mode", "hard", "--glimpse-combine", "sum", "--max-steps", "1"]) == 2  # RAM's

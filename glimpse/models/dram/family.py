@@ -6,9 +6,10 @@ location policy's std) is :class:`glimpse.models.hard.HardFamily`'s; what is its
 """
 from __future__ import annotations
 
+from glimpse.models.dram.glimpse_network import GLIMPSE_COMBINES
 from glimpse.models.dram.model import DeepRecurrentAttentionModel, DRAMConfig
 from glimpse.models.hard import HardFamily
-from glimpse.models.registry import register
+from glimpse.models.registry import Option, register
 
 
 @register
@@ -18,7 +19,10 @@ class DRAMFamily(HardFamily):
     Config = DRAMConfig
     Model = DeepRecurrentAttentionModel
     options = ("glimpse_size", "n_scales", "n_glimpses", "first_location", "hidden_size", "location_std",
-               "location_std_final", "reinforce_into_core", "reinforce_samples", "reinforce_reward", "context_size")
+               "location_std_final", "reinforce_into_core", "reinforce_samples", "reinforce_reward", "context_size", "glimpse_combine")
+    own_options = {"glimpse_combine": Option(
+        "product", "how the glimpse network joins \"what\" and \"where\": product, the paper's gate; sum, RAM's "
+        "conv glimpse network (an ablation)", GLIMPSE_COMBINES)}
     report_epochs = 20
     quick_recipe = {"preset": "mnist28", "epochs": 3, "batch_size": 64, "lr": 3e-3, "reinforce_samples": 2}
     converged_recipe = {"location_std": 0.25, "location_std_final": 0.1, "reinforce_into_core": 0.1,
@@ -33,4 +37,5 @@ class DRAMFamily(HardFamily):
             # annealed: the checkpoint records the std the policy ends with (what --samples draws with)
             location_std=config.location_std_final or config.location_std,
             reinforce_into_core=config.reinforce_into_core, context_size=config.context_size,
+            glimpse_combine=config.glimpse_combine,
         ).to_dict()

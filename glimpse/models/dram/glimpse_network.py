@@ -1,10 +1,13 @@
-"""DRAM's glimpse network (Ba et al. 2015): "what" and "where" combined by an element-wise product."""
+"""DRAM's glimpse network (Ba et al. 2015): "what" and "where" combined by an element-wise product,
+or, as an ablation, summed as RAM sums them."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from glimpse.models.ram.glimpse_network import ConvWhat
+from glimpse.models.ram.glimpse_network import ConvWhat, GlimpseNetwork
+
+GLIMPSE_COMBINES = ("product", "sum")
 
 
 class ProductGlimpseNetwork(nn.Module):
@@ -22,3 +25,14 @@ class ProductGlimpseNetwork(nn.Module):
 
     def forward(self, glimpse: torch.Tensor, location: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.what(glimpse)) * torch.relu(self.where(location))
+
+
+def make_glimpse_network(combine: str, n_scales: int, glimpse_size: int, output_size: int) -> nn.Module:
+    """The paper's product (:class:`ProductGlimpseNetwork`), or ``"sum"``: RAM's conv glimpse network
+    (:class:`~glimpse.models.ram.glimpse_network.GlimpseNetwork`, what 128 and where 128 summed after one
+    more linear layer each), which asks whether the product's gate is what DRAM loses by."""
+    if combine == "product":
+        return ProductGlimpseNetwork(n_scales, glimpse_size, output_size)
+    if combine == "sum":
+        return GlimpseNetwork(n_scales, glimpse_size, output_size=output_size, what="conv")
+    raise ValueError(f"glimpse_combine must be one of {GLIMPSE_COMBINES}, got {combine!r}")

@@ -1,7 +1,8 @@
 """The deep recurrent attention model (DRAM; Ba, Mnih and Kavukcuoglu, ICLR 2015), assembled
 from its components.
 
-Parts: a glimpse network ("what" times "where", glimpse_network.py), two stacked LSTM layers, a
+Parts: a glimpse network ("what" times "where", glimpse_network.py; ``glimpse_combine="sum"`` sums
+them as RAM does, an ablation), two stacked LSTM layers, a
 context network, an emission network and a classifier. The lower layer r1 reads the glimpses and
 classifies; the upper layer r2 reads r1 and emits the next location; the context network reads a
 coarse view of the whole canvas and sets r2's first state. So the classification loss trains the
@@ -24,7 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from glimpse.models.dram.glimpse_network import ProductGlimpseNetwork
+from glimpse.models.dram.glimpse_network import GLIMPSE_COMBINES, make_glimpse_network
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.ram.baseline import BaselineNetwork
 from glimpse.models.ram.classifier import Classifier
@@ -49,6 +50,7 @@ class DRAMConfig:
     # side of the coarse view of the whole canvas that sets r2's first state; 0: none (r2 starts from rest)
     context_size: int = 0
     n_classes: int = 10
+    glimpse_combine: str = "product"  # how "what" and "where" meet: the paper's product, or RAM's sum
     policy: str = "learned"  # DRAM always learns where to look (the episode protocol asks)
 
     def __post_init__(self):
@@ -61,6 +63,8 @@ class DRAMConfig:
             raise ValueError(f"context_size must be an integer >= 0, got {self.context_size!r}")
         if not self.location_std > 0:
             raise ValueError(f"location_std must be > 0, got {self.location_std}")
+        if self.glimpse_combine not in GLIMPSE_COMBINES:
+            raise ValueError(f"glimpse_combine must be one of {GLIMPSE_COMBINES}, got {self.glimpse_combine!r}")
         if self.policy != "learned":
             raise ValueError(f"DRAM's policy is always 'learned', got {self.policy!r}")
 
@@ -79,7 +83,7 @@ class DeepRecurrentAttentionModel(nn.Module):
     def __init__(self, config: DRAMConfig):
         super().__init__()
         self.config = c = config
-        self.glimpse_network = ProductGlimpseNetwork(c.n_scales, c.glimpse_size, c.hidden_size)
+        self.glimpse_network = make_glimpse_network(c.glimpse_combine, c.n_scales, c.glimpse_size, c.hidden_size)
         self.lower = LSTMCore(c.hidden_size, c.hidden_size)  # r1: classification
         self.upper = LSTMCore(c.hidden_size, c.hidden_size)  # r2: where to look next
         self.location_policy = LocationPolicy(c.hidden_size, c.location_std)  # the emission network
