@@ -42,6 +42,8 @@ REFERENCE = {  # (published, target) test error in %, from shared/reference and 
     "stn-cluttered60": ("1.7 (ST-CNN, its own cluttered MNIST)", "<= 2"),
     "resnet-cluttered60": ("-", "<= 1.0"),  # the no-attention control (issue 48)
     "resnet-cluttered100": ("0.92 (a plain CNN, 100 epochs)", "<= 1.0"),
+    "resnet-fine-cluttered60": ("-", "<= 1.0"),
+    "resnet-fine-cluttered100": ("0.92 (a plain CNN, 100 epochs)", "<= 1.0"),
     # DRAM's targets are one trajectory; the reimplementation averages 10 (the table's hard column)
     "dram-multi100": ("about 5 (DRAM, Ba et al. 2015)", "<= 5.0"),
     "dram-cluttered100": ("1.71 (a DRAM reimplementation, 10 trajectories)", "<= 3.0"),
