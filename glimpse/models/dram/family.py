@@ -19,7 +19,8 @@ class DRAMFamily(HardFamily):
     Config = DRAMConfig
     Model = DeepRecurrentAttentionModel
     options = ("glimpse_size", "n_scales", "n_glimpses", "first_location", "hidden_size", "location_std",
-               "location_std_final", "reinforce_into_core", "reinforce_samples", "reinforce_reward", "context_size", "glimpse_combine")
+               "location_std_final", "reinforce_into_core", "reinforce_samples", "reinforce_reward", "context_size",
+               "glimpse_combine")
     own_options = {"glimpse_combine": Option(
         "product", "how the glimpse network joins \"what\" and \"where\": product, the paper's gate; sum, RAM's "
         "conv glimpse network (an ablation)", GLIMPSE_COMBINES)}
