@@ -122,4 +122,4 @@ class FineResNetFamily(ResNetFamily):
     name = "resnet-fine"
     title = "ResNet-18, fine stem (full image)"
     architecture = {"widths": (16, 32, 64, 128), "stem_stride": 2}
-    converged_epochs = 30  # ResNet-14's
+    converged_epochs = 30  # +0.04 point over its last 20 % (98.84 to 98.88 %): converged by the noise rule
