@@ -81,7 +81,8 @@ def reading_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.n
     order (left to right by the box's left edge) -> a summary dict.
 
     Per digit k: its error; how often block k (the steps that end in digit k's answer) looked
-    within ``radius`` of digit k (*found*), and how often only at another digit; the share of
+    within ``radius`` of digit k (*found*), and how often only at another digit; its error where
+    found (reading apart from finding; None where never found); the share of
     canvases where digit k's answer is another digit's label (it read the wrong one). Then the
     canvas error by the horizontal gap between neighbouring digits' left edges, the quantity the
     reading order turns on: at a gap of a pixel or two the order is all but invisible."""
@@ -98,6 +99,7 @@ def reading_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.n
     wrong = predictions != labels  # (N, K)
     others = labels[:, None, :] == predictions[:, :, None]  # others[n, b, d]: answer b is digit d's label
     read_another = wrong & (others & ~np.eye(k, dtype=bool)).any(2)
+    found_wrong = [float(wrong[own[:, d], d].mean()) if own[:, d].any() else None for d in range(k)]
     canvas_wrong = wrong.any(1)
     gap = np.diff(digit_xy[..., 0], axis=1).min(1) if k > 1 else np.full(n, np.inf)  # (N,) >= 0, sorted
     bounds = (0, *gap_edges, None)
@@ -112,6 +114,7 @@ def reading_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.n
 
     return {"n": int(n), "n_digits": int(k), "radius": float(radius), "error": float(canvas_wrong.mean()),
             "digit_error": mean(wrong), "found": mean(own), "only_another_digit": mean(elsewhere),
+            "error_where_found": [None if e is None else round(e, 4) for e in found_wrong],
             "answered_another_digit": mean(read_another), "error_by_gap": by_gap}
 
 

@@ -58,11 +58,11 @@ def print_reading(result: dict) -> None:
     print(f"{Path(result['checkpoint']).name} ({result['kind']}), {result['n']} {which_canvases(result)} of "
           f"{result['n_digits']} digits, error {percent(result['error'])} (every digit right)")
     print(f"| digit (reading order) | digit error | its steps looked within {result['radius']:g} px of it | "
-          "looked only at another digit | answered another digit's label |")
-    print("|---|---|---|---|---|")
+          "its error there | looked only at another digit | answered another digit's label |")
+    print("|---|---|---|---|---|---|")
     for k in range(result["n_digits"]):
         print(f"| {k + 1} | {percent(result['digit_error'][k])} | {percent(result['found'][k])} | "
-              f"{percent(result['only_another_digit'][k])} | {percent(result['answered_another_digit'][k])} |")
+              f"{percent(result['error_where_found'][k])} | {percent(result['only_another_digit'][k])} | {percent(result['answered_another_digit'][k])} |")
     print("| gap between neighbouring digits' left edges | share of canvases | error |")
     print("|---|---|---|")
     for row in result["error_by_gap"]:

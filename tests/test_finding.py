@@ -47,6 +47,9 @@ def test_reading_summary_by_hand():
     assert summary["found"] == [0.5, 0.5]               # canvas 0 block 1, canvas 1 block 2
     assert summary["only_another_digit"] == [0.5, 0.5]  # canvas 1 block 1, canvas 0 block 2
     assert summary["answered_another_digit"] == [0.0, 0.5]  # canvas 0: 3 is digit 1's label
+    assert summary["error_where_found"] == [0.0, 0.0]   # both found blocks answered right
+    misread = reading_summary(centres, digit_xy, predictions=np.array([[5, 3], [9, 2]]), labels=labels, radius=10)
+    assert misread["error_where_found"] == [1.0, 0.0]   # canvas 0 looked at digit 1 and misread it
     assert [(row["low"], row["high"], row["share"], row["error"]) for row in summary["error_by_gap"]] == [
         (0, 3, 0.5, 1.0), (3, 10, 0.0, None), (10, None, 0.5, 1.0)]
     right = reading_summary(centres, digit_xy, labels, labels, radius=10)
