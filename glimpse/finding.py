@@ -33,6 +33,10 @@ DEFAULT_RADIUS = 10.0
 GAP_EDGES = (3, 10)
 
 
+class NoAttention(ValueError):
+    """The model reads the whole canvas: there is nowhere it looked."""
+
+
 @torch.no_grad()
 def attention_centres(arch: str, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
                       seed: int = 0, progress=None) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +47,7 @@ def attention_centres(arch: str, model: nn.Module, task: dict, images: np.ndarra
     ``evaluate.py --seed`` does. ``progress``: a tqdm bar to advance by each batch."""
     family = get_family(arch)
     if not family.has_attention:
-        raise ValueError(f"a {arch} model reads the whole canvas: there is no attention to locate")
+        raise NoAttention(f"a {arch} model reads the whole canvas: there is no attention to locate")
     centres, predictions = [], []
     for part, (look,) in looks(family, model, task, images, batch_size, seed=seed):
         centres.append(unit_to_pixels(look.attention.centres.cpu(), task["canvas_size"]).numpy())

@@ -3,15 +3,17 @@
     python scripts/finding.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir ../shared/datasets
     python scripts/finding.py --checkpoint checkpoints/*-cluttered*.pt --data-dir ../shared/datasets
 
-On the fixed test canvases (the ones evaluate.py scores), for every attention family (RAM, DRAW, Show-Attend-Tell, the Spatial Transformer)
-checkpoints: at each step, the median distance in pixels from where the model looked to the
-digit's centre and the share of canvases looked at within --radius of it; then how many canvases
-had some step within the radius ("found"), and the test error where the digit was found and where
-it was not; with several checkpoints, one table row each. A two-digit checkpoint (multi100) gets,
-per digit in reading order, whether the steps that answer it looked at it or only at the other
-digit, and the canvas error by the gap between the digits' left edges (its own table, also among
-several checkpoints). `--canvas-seed S` measures on fresh canvases drawn from seed S instead. See
-glimpse/finding.py for what "where it looked" means for each model.
+On the fixed test canvases (the ones evaluate.py scores), for the checkpoints of every family with
+attention (RAM, DRAM, DRAW, Show-Attend-Tell, the Spatial Transformer, the differentiable retina)
+(among several, one without attention is skipped with a note): at each step, the median distance
+in pixels from where the model looked to the digit's centre and the share of canvases looked at
+within --radius of it; then how many canvases had some step within the radius ("found"), and the
+test error where the digit was found and where it was not; with several checkpoints, one table row
+each. A two-digit checkpoint (multi100) gets, per digit in reading order, whether the steps that
+answer it looked at it or only at the other digit and its error where they did, and the canvas
+error by the gap between the digits' left edges (its own table, also among several checkpoints).
+`--canvas-seed S` measures on fresh canvases drawn from seed S instead. See glimpse/finding.py for
+what "where it looked" means for each model.
 Exit code 2 for a bad checkpoint or option.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 
 from glimpse.cli import fail
 from envs.data import DataError
-from glimpse.finding import DEFAULT_RADIUS, localise_checkpoint
+from glimpse.finding import DEFAULT_RADIUS, NoAttention, localise_checkpoint
 from glimpse.checkpoint import CheckpointError
 
 
@@ -105,8 +107,14 @@ def main(argv: list[str] | None = None) -> int:
             results.append(localise_checkpoint(checkpoint, data_dir=args.data_dir, split=args.split,
                                                radius=args.radius, seed=args.seed, batch_size=args.batch_size,
                                                canvas_seed=args.canvas_seed))
+        except NoAttention as exc:
+            if len(args.checkpoint) == 1:
+                return fail(exc)
+            print(f"skipped {checkpoint}: {exc}", file=sys.stderr)  # a glob such as checkpoints/*.pt
         except (ValueError, DataError, CheckpointError) as exc:
             return fail(exc)
+    if not results:
+        return fail(ValueError("none of these checkpoints has attention to locate"))
     single = [r for r in results if "n_digits" not in r]
     if len(single) == 1 and len(results) == 1:
         print_steps(single[0], args)

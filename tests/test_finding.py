@@ -155,6 +155,18 @@ def test_script_on_a_checkpoint(script, tmp_path, capsys):
     assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--radius", "0"]) == 2
     assert "radius" in capsys.readouterr().err
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--data-dir", "bundled"]) == 2
+    # a glob over checkpoints/ catches the no-attention controls: skipped among several, refused alone
+    assert train.main(["--data-dir", "bundled", "--threads", "1", "--image-every", "0", "--run-dir", str(tmp_path),
+                       "--run-name", "c", "--mode", "full", "--arch", "cnn", "--max-steps", "2",
+                       "--batch-size", "16"]) == 0
+    full = str(tmp_path / "c" / "best.pt")
+    capsys.readouterr()
+    assert script.main(["--checkpoint", checkpoint, full, "--data-dir", "bundled", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.strip().splitlines()[-1]) == result and "skipped" in captured.err
+    assert script.main(["--checkpoint", full, "--data-dir", "bundled"]) == 2
+    assert "whole canvas" in capsys.readouterr().err
+    assert script.main(["--checkpoint", full, full, "--data-dir", "bundled"]) == 2
 
 
 def test_script_on_a_two_digit_checkpoint(script, tmp_path, capsys):

@@ -1,5 +1,5 @@
-"""Train hard (RAM, DRAM; REINFORCE) or soft (DRAW, Show-Attend-Tell, Spatial Transformer; backprop)
-visual attention, or a full-image baseline.
+"""Train hard (RAM, DRAM; REINFORCE) or soft (DRAW, Show-Attend-Tell, Spatial Transformer, RAM's
+differentiable retina; backprop) visual attention, or a full-image baseline or control.
 
     python train.py                                   # short hard-attention run (RAM), 60x60 cluttered
     python train.py --mode hard --arch dram --preset multi100 --context-size 50

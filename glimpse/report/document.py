@@ -565,9 +565,10 @@ def _cost_section(r: Measured) -> list[str]:
     return [
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",
-        "Pixels touched: canvas pixels that enter the model's computation (RAM: under each glimpse's "
-        "largest box; DRAW: every pixel at every step, its Gaussian filters have full support; SAT and the "
-        "baselines: every pixel once). Values in: numbers the learned part receives. FLOPs: "
+        "Pixels touched: canvas pixels that enter the model's computation, as each family defines it "
+        "(`pixels_read`; a retina, hard or differentiable: those under each glimpse's largest box; DRAW: every "
+        "pixel at every step, its Gaussian filters have full support; a model that sees the whole canvas: "
+        "every pixel once). Values in: numbers the learned part receives. FLOPs: "
         "`torch.utils.flop_counter` on one forward pass (matrix products and convolutions; see "
         "glimpse/costs.py). Speeds: measured in this process, one model at a time, batch 128 for "
         "training, 500 for evaluation.",
