@@ -64,7 +64,8 @@ def print_reading(result: dict) -> None:
     print("|---|---|---|---|---|---|")
     for k in range(result["n_digits"]):
         print(f"| {k + 1} | {percent(result['digit_error'][k])} | {percent(result['found'][k])} | "
-              f"{percent(result['error_where_found'][k])} | {percent(result['only_another_digit'][k])} | {percent(result['answered_another_digit'][k])} |")
+              f"{percent(result['error_where_found'][k])} | {percent(result['only_another_digit'][k])} | "
+              f"{percent(result['answered_another_digit'][k])} |")
     print("| gap between neighbouring digits' left edges | share of canvases | error |")
     print("|---|---|---|")
     for row in result["error_by_gap"]:
