@@ -462,12 +462,14 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
     if len(rows) < 2:
         return []
     tests = [t for t in r.tests if {t["a"].label, t["b"].label} <= labels]
-    verdicts = []
+    beats: dict[str, list[str]] = {}  # one line per model: every row it reads more right than
     for t in (t for t in tests if t["p_holm"] < 0.05):
         better, worse = (t["a"], t["b"]) if t["only_a"] > t["only_b"] else (t["b"], t["a"])
-        verdicts.append(f"{better.label} reads more right than {worse.label} ({max(t['only_a'], t['only_b'])} "
-                        f"against {min(t['only_a'], t['only_b'])} canvases, Holm-adjusted p = {_p(t['p_holm'])})")
-    said = ("; ".join(verdicts) + ". Every other pair of these rows shows no difference." if verdicts else
+        beats.setdefault(better.label, []).append(
+            f"{worse.label} ({max(t['only_a'], t['only_b'])} to {min(t['only_a'], t['only_b'])}, "
+            f"Holm p = {_p(t['p_holm'])})")
+    said = ("\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
+            + "\n\nEvery other pair of these rows shows no difference." if beats else
             "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
             "gradient is shown to matter.")
     return [
