@@ -467,7 +467,7 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         better, worse = (t["a"], t["b"]) if t["only_a"] > t["only_b"] else (t["b"], t["a"])
         beats.setdefault(better.label, []).append(
             f"{worse.label} ({max(t['only_a'], t['only_b'])} to {min(t['only_a'], t['only_b'])}, "
-            f"Holm p = {_p(t['p_holm'])})")
+            f"Holm p {'' if _p(t['p_holm']).startswith('<') else '= '}{_p(t['p_holm'])})")
     said = ("\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
             + "\n\nEvery other pair of these rows shows no difference." if beats else
             "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
