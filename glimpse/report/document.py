@@ -465,9 +465,10 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
     beats: dict[str, list[str]] = {}  # one line per model: every row it reads more right than
     for t in (t for t in tests if t["p_holm"] < 0.05):
         better, worse = (t["a"], t["b"]) if t["only_a"] > t["only_b"] else (t["b"], t["a"])
+        p = _p(t["p_holm"])  # "< 1e-6" reads without an equals sign
         beats.setdefault(better.label, []).append(
             f"{worse.label} ({max(t['only_a'], t['only_b'])} to {min(t['only_a'], t['only_b'])}, "
-            f"Holm p {'' if _p(t['p_holm']).startswith('<') else '= '}{_p(t['p_holm'])})")
+            f"Holm p {p if p.startswith('<') else '= ' + p})")
     said = ("\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
             + "\n\nEvery other pair of these rows shows no difference." if beats else
             "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
