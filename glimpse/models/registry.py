@@ -2,9 +2,10 @@
 
 A *family* (RAM, DRAM, DRAW, Show-Attend-Tell, the Spatial Transformer, RAM's differentiable retina,
 the full-image baselines and controls) is one module under ``glimpse/models/`` that subclasses
-:class:`Family` and registers itself with :func:`register`. The training loop, inference, evaluation, finding the digit, measurements, pictures
-and the report ask the registry (:func:`get_family`, :func:`list_families`) and call the family's
-methods; none of them branches on which model it holds.
+:class:`Family` and registers itself with :func:`register`. The training loop, inference,
+evaluation, finding the digit, measurements, pictures and the report ask the registry
+(:func:`get_family`, :func:`list_families`) and call the family's methods; none of them branches
+on which model it holds.
 
 A family says, in one place:
 
