@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from envs.data import load_bundled_subset
+from glimpse.models import list_families
 from glimpse.training.config import resolve_config
 from glimpse.training.hard import HardAttentionLearner
+from glimpse.training.loop import make_learner
 
 # the ways a tensor's value reaches Python: each is a device -> host copy that waits for the device
 HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "__array__")
@@ -52,6 +54,11 @@ def counting_host_reads():
             setattr(torch, name, original)
 
 
+def family_config(family):
+    return resolve_config({"preset": "cluttered60", "mode": family.mode, "arch": family.name, "batch_size": 16,
+                           "data_dir": "bundled"})
+
+
 def learner(device="cpu", **options):
     config = resolve_config({"preset": "cluttered60", "mode": "hard", "batch_size": 16, "hidden_size": 32,
                              "data_dir": "bundled", **options})
@@ -68,6 +75,18 @@ def test_a_training_episode_reads_nothing_on_the_host(options):
         loss.backward()
     assert reads == [], f"host reads inside the episode: {reads}"
     assert torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("family", list_families(), ids=lambda family: family.name)
+def test_every_familys_training_step_reads_nothing_on_the_host(family):
+    """Soft families and controls too: ram-diff's retina once built its canvas size from a Python
+    list on the device, a blocking copy per glimpse on a GPU."""
+    learner = make_learner(family_config(family), load_bundled_subset(), "cpu")
+    learner.loss(np.arange(16), step_seed=0)
+    with counting_host_reads() as reads:
+        loss, _ = learner.loss(np.arange(16, 32), step_seed=1)
+        loss.backward()
+    assert reads == [], f"host reads inside the {family.name} step: {reads}"
 
 
 def test_the_counter_sees_a_host_read():
@@ -136,3 +155,21 @@ def test_numpy_integers_are_valid_numbers_of_envs():
     env = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=np.int64(4), vectorization_mode="vector_entry_point",
                        data_dir="bundled")
     assert env.num_envs == 4 and type(env.num_envs) is int
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+@pytest.mark.parametrize("family", list_families(), ids=lambda family: family.name)
+def test_every_familys_training_step_runs_on_a_gpu_without_synchronising(family):
+    """The real-GPU counterpart of tests/test_fake_cuda.py: each family's loss and backward pass
+    on cuda:0, with any host synchronisation an error."""
+    learner = make_learner(family_config(family), load_bundled_subset(), "cuda")
+    learner.loss(np.arange(16), step_seed=0)  # first call: digits moved, caches filled
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss, metrics = learner.loss(np.arange(16, 32), step_seed=1)
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert loss.device.type == "cuda" and {value.device.type for value in metrics.values()} == {"cuda"}
+    assert all(p.grad is not None for p in learner.model.parameters() if p.requires_grad)

@@ -89,6 +89,7 @@ def test_leaving_the_group_stops_its_threads(tmp_path):
     script.write_text(f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + LEFTOVER_THREADS)
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["OMP_NUM_THREADS"] = "1"
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the CUDA driver's own threads are not the group's
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
                f"--master_port={free_port()}", str(script), *FAST, "--mode", "soft", "--soft-arch", "draw",
                "--hidden-size", "64", "--batch-size", "16", "--max-steps", "2", "--run-dir", str(tmp_path / "runs")]

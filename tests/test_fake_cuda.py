@@ -4,13 +4,15 @@ Under PyTorch's FakeTensorMode tensors carry a device and a shape but no data, s
 mixes devices raises (FakeTensorDeviceMismatchError) and so does a read back to the host
 (DataDependentOutputException): a tensor made on the CPU by mistake, or a sync inside an episode,
 fails here as it would on a GPU. What cannot run: the backward pass (autograd needs a CUDA
-context) and the numbers themselves. Three seams, each as narrow as it can be:
+context) and the numbers themselves. Four seams, each as narrow as it can be:
 
 - the CUDA generator: a real CPU generator that reports the device it was asked for, exactly as
   torch.Generator does (``"cuda"`` stays unindexed: pytorch issue 58545), so the engine's check
   of generator against digits still runs;
 - ``envs.engine.cuda_available``, the engine's own GPU check (patching ``torch.cuda.is_available``
   for the process would send indexing and pinning down CUDA paths);
+- ``glimpse.training.learner.pins_host_memory``: on a machine with a real GPU the trainer pins
+  its host copies, and fake tensors have no ``pin_memory``;
 - models are built on the device (``Module.to`` cannot run on fake tensors); only the build runs
   under ``torch.device("cuda:0")``, so that context hides no tensor made without a device.
 
@@ -26,6 +28,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 
 import envs.engine
+import glimpse.training.learner
 from envs import ClutteredMNISTVectorEnv
 from envs.data import load_bundled_subset
 from glimpse.models import list_families
@@ -68,6 +71,7 @@ def fake_cuda(monkeypatch):
     clear_device_caches()
     monkeypatch.setattr(torch, "Generator", StandInGenerator)
     monkeypatch.setattr(envs.engine, "cuda_available", lambda: True)
+    monkeypatch.setattr(glimpse.training.learner, "pins_host_memory", lambda device: False)
     original_build = Family.build
 
     def build_on_device(self, model_config):

@@ -116,7 +116,7 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     assert row(growth_header, RAM.label)[5] == row("| model | pixels touched | values in |", RAM.label)[3]
     assert row(growth_header, RAM.label)[5] != row(growth_header, "RAM, random glimpses")[5]
     assert "Accuracy against the number of glimpses" not in text and not (out / "glimpse_sweep.png").exists()
-    assert "| cpu (1 thread) |" in text
+    assert f"| {'cuda:0' if torch.cuda.is_available() else 'cpu'} (1 thread) |" in text  # train.py's --device auto
     # the sweep and the estimator runs belong to the short report
     capsys.readouterr()
     assert report.main([*argv, "--glimpses", "2"]) == 2

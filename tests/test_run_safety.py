@@ -217,7 +217,7 @@ def test_a_run_that_diverges_before_any_checkpoint_says_so(tmp_path, monkeypatch
 
 
 def test_checkpoints_record_their_provenance_and_evaluate_prints_it(tmp_path, capsys):
-    argv = [*QUICK, "--run-dir", str(tmp_path), "--run-name", "p", "--max-steps", "2"]
+    argv = [*QUICK, "--run-dir", str(tmp_path), "--run-name", "p", "--max-steps", "2", "--device", "cpu"]
     assert train.main(argv) == 0
     origin = load_checkpoint(tmp_path / "p" / "best.pt")["provenance"]
     assert origin["torch"] == torch.__version__ and origin["device"] == "cpu"

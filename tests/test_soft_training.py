@@ -10,7 +10,7 @@ from glimpse.commands import evaluate, train
 from glimpse.models import list_families
 from glimpse.training.config import family_options
 
-FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0"]
+FAST = ["--data-dir", "bundled", "--threads", "1", "--device", "cpu", "--eval-batch-size", "1000", "--image-every", "0"]
 QUICK = [f for f in list_families() if f.quick_recipe]
 
 

@@ -34,7 +34,9 @@ def read_glimpses(ii: torch.Tensor, locations: torch.Tensor, glimpse_size: int, 
     if locations.shape != (batch, 2):
         raise ValueError(f"locations must have shape ({batch}, 2), got {tuple(locations.shape)}")
     dtype, device = ii.dtype, ii.device
-    size = torch.tensor([width, height], dtype=dtype, device=device)
+    # (2,) canvas width, height, by arithmetic on the device: a tensor built from a list, or written
+    # by index, is a blocking host -> device copy on a GPU
+    size = width + (height - width) * torch.arange(2, dtype=dtype, device=device)
     cell = 2.0 ** torch.arange(n_scales, dtype=dtype, device=device)  # (k,) cell width in pixels
     centre = (locations.to(dtype) + 1.0) * (size / 2.0)  # (B, 2) continuous pixels
     origin = centre[:, :, None] - cell * glimpse_size / 2  # (B, 2, k): no rounding

@@ -30,11 +30,17 @@ def local_batch_size(batch_size: int, world_size: int) -> int:
     return batch_size // world_size
 
 
+def pins_host_memory(device: torch.device) -> bool:
+    """Whether copies to ``device`` go through pinned host memory: to a GPU, when one is there
+    (pinning needs the GPU itself)."""
+    return device.type == "cuda" and torch.cuda.is_available()
+
+
 def host_to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     """``array`` on ``device``. To a GPU through pinned memory: from pageable memory the copy
     would wait for the GPU even with non_blocking=True; pinned, it overlaps the step before."""
     host = torch.from_numpy(np.ascontiguousarray(array))
-    if device.type == "cuda" and torch.cuda.is_available():  # (pinning needs the GPU itself)
+    if pins_host_memory(device):
         host = host.pin_memory()
     return host.to(device, non_blocking=True)
 
