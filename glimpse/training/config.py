@@ -88,8 +88,8 @@ class GeneralOptions:
     device: str = _opt("auto", "where to train: auto (a GPU when there is one), cpu or cuda; under torchrun each "
                        "process takes GPU LOCAL_RANK", ("auto", "cpu", "cuda"))
     compile: str = _opt("off", "compile each part of the model with torch.compile in this mode: off; default; "
-                        "reduce-overhead (CUDA graphs: for the many small kernels of an episode on a GPU); "
-                        "max-autotune. The first steps pay for compiling; on a CPU it needs a C++ compiler",
+                        "reduce-overhead (CUDA graphs); max-autotune. The first steps pay for compiling; on a CPU it "
+                        "needs a C++ compiler. Measured slower than off on a CPU and on a GPU (docs/speed.md)",
                         ("off", "default", "reduce-overhead", "max-autotune"))
     log_every: int = _opt(50, "steps between scalar logs")
     image_every: int = _opt(500, "steps between TensorBoard images (0: only at validation)")
