@@ -54,6 +54,17 @@ def counting_host_reads():
             setattr(torch, name, original)
 
 
+@contextlib.contextmanager
+def synchronising_is_an_error():
+    """Inside, any host synchronisation on the GPU raises (torch's sync debug mode)."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
 def family_config(family):
     return resolve_config({"preset": "cluttered60", "mode": family.mode, "arch": family.name, "batch_size": 16,
                            "data_dir": "bundled"})
@@ -119,13 +130,9 @@ def test_the_env_checks_user_actions_only_when_validating():
 def test_a_cuda_training_step_does_not_synchronise():
     hard = learner("cuda")
     hard.loss(np.arange(16), step_seed=0)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with synchronising_is_an_error():
         loss, _ = hard.loss(np.arange(16, 32), step_seed=1)
         loss.backward()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
 
 
 def test_one_place_gives_a_device_its_index_so_cuda_and_cuda_0_are_one_device(monkeypatch):
@@ -164,12 +171,8 @@ def test_every_familys_training_step_runs_on_a_gpu_without_synchronising(family)
     on cuda:0, with any host synchronisation an error."""
     learner = make_learner(family_config(family), load_bundled_subset(), "cuda")
     learner.loss(np.arange(16), step_seed=0)  # first call: digits moved, caches filled
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with synchronising_is_an_error():
         loss, metrics = learner.loss(np.arange(16, 32), step_seed=1)
         loss.backward()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
     assert loss.device.type == "cuda" and {value.device.type for value in metrics.values()} == {"cuda"}
     assert all(p.grad is not None for p in learner.model.parameters() if p.requires_grad)
