@@ -79,3 +79,18 @@ def test_a_kept_stage_loads_and_its_readme_row_says_how_it_was_made(path):
     row = next((line for line in (ROOT / "checkpoints" / "stages" / "README.md").read_text().splitlines()
                 if line.startswith(f"| `{path.name}`")), None)
     assert row is not None and "python train.py" in row, f"{path.name} has no row in checkpoints/stages/README.md"
+
+
+@pytest.mark.parametrize("run_dir", sorted(p.parent for p in (ROOT / "checkpoints" / "unfinished").glob("*/last.pt")),
+                         ids=lambda p: p.name)
+def test_an_unfinished_run_resumes_and_its_readme_row_says_how(run_dir):
+    """A run carried to the next session in checkpoints/unfinished/ must resume on any machine with
+    its own options, and checkpoints/unfinished/README.md must give the command that continues it."""
+    from glimpse.commands.train import resumed_config
+    from glimpse.training.config import build_parser
+
+    config = resumed_config(build_parser().parse_args(["--resume", str(run_dir)]))
+    assert config.epochs > 0 and (run_dir / "best.pt").is_file()
+    readme = (ROOT / "checkpoints" / "unfinished" / "README.md").read_text()
+    assert f"python train.py --resume checkpoints/unfinished/{run_dir.name}" in readme, \
+        f"{run_dir.name} has no resume command in checkpoints/unfinished/README.md"
