@@ -11,8 +11,10 @@ Writes reports/compare.md with PNG figures beside it. Each model is trained --se
 are resumed. --train --jobs 2 keeps two cores busy, one single-threaded run on each. With
 --converged the attention models train with their families' best-known recipes for the epochs
 their families state (runs/report/<model>-converged-seed<k>; the baselines' runs are shared with
-the default report) and the report goes to reports/converged/. Exit codes: 0 done, 1 a training
-run failed, 2 bad input.
+the default report) and the report goes to reports/converged/. A record of every finished run
+(its learning curve, test results canvas by canvas, and seed 0's weights where the pictures need
+them) is kept in <out>/records/: commit it, and the report rebuilds, and --train goes on, on a
+machine where runs/report is gone. Exit codes: 0 done, 1 a training run failed, 2 bad input.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import torch
 
 from glimpse.cli import fail
 from envs.data import DataError
-from glimpse.report.document import ReportSettings, build_report, update_readme
+from glimpse.report.document import ReportSettings, build_report, keep_record, update_readme
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
                                        doubled, sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
@@ -43,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=Path, default=Path("runs") / "report", help="where the report's runs live")
     parser.add_argument("--out", type=Path, default=None,
                         help="where compare.md and the PNGs go (default reports, with --converged reports/converged)")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="where a record of each finished run is kept, to report from once its run directory "
+                             "is gone (default: OUT/records)")
     parser.add_argument("--train", action="store_true", help="train the missing runs first")
     parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per model (the glimpse sweep uses seed 0)")
@@ -109,6 +114,8 @@ def check(args) -> None:
         args.glimpses = args.estimators = ""
     if args.out is None:
         args.out = Path("reports") / "converged" if args.converged else Path("reports")
+    if args.records is None:
+        args.records = args.out / "records"
     if args.glimpses is None:
         args.glimpses = ",".join(map(str, GLIMPSE_COUNTS))
     if args.estimators is None:
@@ -123,8 +130,9 @@ def check(args) -> None:
     if not (math.isfinite(args.budget) and 0 < args.budget <= MAX_BUDGET) or args.max_steps < 0:
         raise ValueError(f"--budget must be a number above 0 and at most {MAX_BUDGET}, and --max-steps >= 0 "
                          f"(got --budget {args.budget}, --max-steps {args.max_steps})")
-    if args.runs.exists() and not args.runs.is_dir():
-        raise ValueError(f"--runs {args.runs} is a file, not a directory")
+    for flag, path in (("--runs", args.runs), ("--records", args.records)):
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{flag} {path} is a file, not a directory")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,17 +140,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check(args)
         torch.set_num_threads(args.threads)
+        settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
+                                  speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
+                                  estimator_samples=args.estimators, converged=args.converged, records_dir=args.records,
+                                  command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
         if args.train:
             failed = train_missing(requests(args), args.runs, jobs=args.jobs, threads=args.threads,
-                                   max_steps=args.max_steps, data_dir=args.data_dir)
+                                   max_steps=args.max_steps, data_dir=args.data_dir, records_dir=args.records,
+                                   on_finished=lambda r: keep_record(settings, r.experiment, r.seed))
             if failed:
                 print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; see their logs in {args.runs}",
                       file=sys.stderr)
                 return 1
-        settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
-                                  speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
-                                  estimator_samples=args.estimators, converged=args.converged,
-                                  command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
         path = build_report(settings)
         if args.readme:
             update_readme(args.readme, (args.out / "headline.md").read_text(),

@@ -29,7 +29,7 @@ from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_CO
                                        TASK_PRESET, Experiment, doubled, sweep, with_samples)
 from glimpse.report.measurements import (
     NOISE_ERRORS, THRESHOLDS, SeedRuns, attention_gradient_spread, collect, converged_by_noise, cost_per_image,
-    doubling_check, estimator_variance, paired_tests, throughput, time_to_threshold,
+    doubling_check, estimator_variance, keep_records, paired_tests, throughput, time_to_threshold,
 )
 from glimpse.training.config import resolve_config
 from glimpse.viz import where_it_looks
@@ -55,6 +55,16 @@ class ReportSettings:
     glimpse_counts: tuple[int, ...] = GLIMPSE_COUNTS
     estimator_samples: tuple[int, ...] = ESTIMATOR_SAMPLES
     converged: bool = False  # the attention models are their --converged experiments
+    records_dir: Path | None = None  # where each finished run's record is kept (default <out_dir>/records)
+
+    @property
+    def records(self) -> Path:
+        return self.records_dir or self.out_dir / "records"
+
+    def collect(self, experiment: Experiment, seeds=None) -> SeedRuns:
+        """The finished runs of ``experiment`` (all the report's seeds unless told), from their
+        directories or else their records."""
+        return collect(experiment, self.seeds if seeds is None else seeds, self.runs_dir, self.data_dir, self.records)
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -138,18 +148,23 @@ def canvas_growth_table(experiments, sizes=GROWTH_SIZES) -> str:
 
 
 def build_report(settings: ReportSettings, progress=print) -> Path:
-    """Write ``<out>/compare.md`` and its PNGs from the finished runs in ``settings.runs_dir``.
-    Returns the markdown's path. Experiments without finished runs are reported as missing."""
-    groups = [collect(e, settings.seeds, settings.runs_dir, settings.data_dir) for e in settings.models]
+    """Write ``<out>/compare.md`` and its PNGs from the finished runs in ``settings.runs_dir``, or
+    from their records in ``settings.records`` where a run's directory is gone; first keep a record
+    of every finished run there. Returns the markdown's path. Experiments without finished runs
+    are reported as missing."""
+    groups = [settings.collect(e) for e in settings.models]
     present = [g for g in groups if g.runs]
     if not present:  # refused before any data is looked for or any folder is made
-        raise ValueError(f"no finished runs in {settings.runs_dir}: train them with --train")
+        raise ValueError(f"no finished runs in {settings.runs_dir} nor records in {settings.records}: "
+                         f"train them with --train")
     out = settings.out_dir
     out.mkdir(parents=True, exist_ok=True)
     data = load_mnist(settings.data_dir)
     task = present[0].runs[0]["task"]
     test_canvases, _ = fixed_set(task, data.test, "test")
     speed_canvases = test_canvases.images[:settings.speed_images]
+    progress(f"[report] keeping a record of every finished run in {settings.records}")
+    _keep_records(settings, present)
 
     progress("[report] measuring cost and speed per model")
     measured, seconds_per_epoch = _cost_and_speed(settings, data, present, speed_canvases, progress)
@@ -167,7 +182,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     tests = paired_tests(present)
     doubling = {}  # --converged: each run of seed 0 against its recipe at twice the epochs
     for group in (g for g in present if settings.converged and g.experiment.name.endswith("-converged")):
-        twice = collect(doubled(group.experiment), settings.seeds[:1], settings.runs_dir, settings.data_dir)
+        twice = settings.collect(doubled(group.experiment), settings.seeds[:1])
         doubling[group.experiment.name] = doubling_check(group, twice)
     progress("[report] writing")
     n_test = len(test_canvases.labels)
@@ -176,6 +191,47 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
                                        curves, sweep_groups, has_gallery, n_test, tests, doubling)))
     (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch, n_test))
     return path
+
+
+def _shows_attention(group: SeedRuns) -> bool:
+    """Whether the report pictures where the group's model looks (and keeps its seed-0 weights for it)."""
+    return group.experiment.learns_attention and get_family(group.runs[0]["kind"]).has_attention
+
+
+def keep_record(settings: ReportSettings, experiment: Experiment, seed: int) -> None:
+    """Keep a record of the finished run of ``experiment`` and ``seed`` in ``settings.records`` (if
+    there is one): a run of the comparison with its results on the fixed and the fresh test canvases,
+    and its weights if it is seed 0 of a model whose looking the gallery shows (REINFORCE's estimator
+    noise reads them too); a doubled-budget check with its fixed-set results; a run of the sweep or
+    of the estimators with its learning curve and test error alone. ``report.py --train`` keeps it
+    as soon as the run ends, so a finished run outlives its machine."""
+    group = settings.collect(experiment, (seed,))
+    if not group.runs:
+        return
+    if experiment in settings.models:
+        weights = settings.seeds[0] if _shows_attention(group) else None
+        keep_records(group, settings.records, weights_for_seed=weights)
+    elif any(experiment == doubled(e) for e in settings.models):
+        keep_records(group, settings.records, canvas_seeds=(None,))
+    else:
+        keep_records(group, settings.records, canvas_seeds=())
+
+
+def _keep_records(settings: ReportSettings, present: list[SeedRuns]) -> None:
+    """:func:`keep_record` of every finished run the report reads."""
+    first = settings.seeds[0]
+    for group in present:
+        for run in group.runs:
+            keep_record(settings, group.experiment, run["train_config"]["seed"])
+        if settings.converged and group.experiment.name.endswith("-converged"):
+            keep_record(settings, doubled(group.experiment), first)
+    for base in (e for e in ESTIMATED if e in settings.models):
+        for k in settings.estimator_samples:
+            keep_record(settings, with_samples(base, k), first)
+    for base in (e for e in SWEPT if e in settings.models):
+        for experiment in sweep(base, settings.glimpse_counts):
+            if experiment is not base:
+                keep_record(settings, experiment, first)
 
 
 def _cost_and_speed(settings, data, present, speed_canvases, progress) -> tuple[dict, dict]:
@@ -200,7 +256,7 @@ def _gradient_spreads(settings, data, present, progress) -> tuple[dict, dict]:
             progress(f"[report]   {group.experiment.label}: {settings.grad_batches} minibatches")
             gradients[group.experiment.name] = attention_gradient_spread(
                 group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
-            if family.learns_by_reinforce:  # REINFORCE's baselines compared at the run's trained weights
+            if family.learns_by_reinforce and group.has_weights(0):  # REINFORCE's baselines at trained weights
                 estimators[group.experiment.name] = [
                     estimator_variance(group, samples, settings.grad_batches, settings.grad_batch_size,
                                        settings.data_dir) for samples in REINFORCE_SAMPLES]
@@ -213,7 +269,7 @@ def _estimator_runs(settings, data, speed_canvases, seconds_per_epoch: dict) -> 
     curves = []
     for base in (e for e in ESTIMATED if e in settings.models):
         for k in (1, *settings.estimator_samples):
-            group = collect(with_samples(base, k), settings.seeds[:1], settings.runs_dir, settings.data_dir)
+            group = settings.collect(with_samples(base, k), settings.seeds[:1])
             if not group.runs:
                 continue
             name = group.experiment.name
@@ -229,7 +285,7 @@ def _glimpse_sweep(settings, out: Path) -> dict:
     sweep_rows, sweep_groups = {}, {}
     for base in (e for e in SWEPT if e in settings.models):
         short = base.label.split(" ")[0]
-        sweep_groups[short] = [(n, collect(e, settings.seeds[:1], settings.runs_dir, settings.data_dir)) for n, e in
+        sweep_groups[short] = [(n, settings.collect(e, settings.seeds[:1])) for n, e in
                                zip(settings.glimpse_counts, sweep(base, settings.glimpse_counts))]
         sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
     if settings.glimpse_counts:
@@ -244,7 +300,7 @@ def _gallery(present, data, task: dict, out: Path) -> bool:
     rows = [(g.experiment.label.replace(" (", "\n("),
              where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
                             gallery.labels, compact=True))
-            for g in present if g.experiment.learns_attention and get_family(g.runs[0]["kind"]).has_attention]
+            for g in present if _shows_attention(g) and g.has_weights(0)]
     if rows:
         figures.attention_gallery(rows, gallery.labels, out / "where_they_look.png")
     return bool(rows)

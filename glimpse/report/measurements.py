@@ -18,6 +18,8 @@ from glimpse.costs import flops_per_image, pixels_read
 from glimpse.gradient_noise import baseline_name, reinforce_estimator_noise, reinforce_gradient_fn, soft_gradient_fn
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
+from glimpse.progress import say
+from glimpse.report.records import make_record, record_path, write_record
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar
@@ -28,7 +30,8 @@ THRESHOLDS = (0.90, 0.95)
 
 @dataclass
 class SeedRuns:
-    """The finished runs of one experiment, one per seed (checkpoint dicts of their best.pt)."""
+    """The finished runs of one experiment, one per seed: the checkpoint dicts of their best.pt, or
+    the records the report kept of them (:mod:`glimpse.report.records`) where a run's directory is gone."""
     experiment: Experiment
     runs: list[dict]
     run_dirs: list[Path]
@@ -38,15 +41,24 @@ class SeedRuns:
     def test_errors(self) -> np.ndarray:
         return np.array([1.0 - r["test_accuracy"] for r in self.runs])
 
+    def is_record(self, index: int) -> bool:
+        return "right" in self.runs[index]
+
     def right(self, index: int, canvas_seed: int | None = None) -> np.ndarray:
         """Which test canvases run ``index`` read right, (N,) bool, by the code behind evaluate.py:
         the paired tests need canvas by canvas what the test error summarises. Today's fixed test
-        canvases, or with ``canvas_seed`` fresh ones drawn from that seed. Cached beside its best.pt;
-        the fixed set's cache is used only while it agrees with the run's test accuracy, a fresh
-        set's only while it is newer than best.pt."""
+        canvases, or with ``canvas_seed`` fresh ones drawn from that seed. A record holds them;
+        otherwise they are cached beside the run's best.pt, the fixed set's cache used only while it
+        agrees with the run's test accuracy, a fresh set's only while it is newer than best.pt."""
         run_dir, accuracy = self.run_dirs[index], self.runs[index]["test_accuracy"]
-        name = "test" if canvas_seed is None else f"fresh-seed{canvas_seed}"
-        cache = run_dir / f"{name}-right-v{BENCHMARK_VERSION}.npy"
+        canvases = "test" if canvas_seed is None else f"fresh-seed{canvas_seed}"
+        name = f"{canvases}-v{BENCHMARK_VERSION}"
+        if self.is_record(index):
+            if name not in self.runs[index]["right"]:
+                raise ValueError(f"{run_dir.name} is kept only as a record, which has no results on the {name} "
+                                 f"canvases: delete its record and train it again")
+            return self.runs[index]["right"][name]
+        cache = run_dir / f"{canvases}-right-v{BENCHMARK_VERSION}.npy"
         if cache.exists():
             right = np.load(cache)
             if canvas_seed is None and abs(float(right.mean()) - accuracy) < 1e-9:
@@ -63,27 +75,63 @@ class SeedRuns:
         the independent check of :attr:`test_errors`."""
         return np.array([1.0 - float(self.right(i, FRESH_SEED).mean()) for i in range(len(self.runs))])
 
+    def has_weights(self, index: int = 0) -> bool:
+        return bool(self.runs) and "model_state" in self.runs[index]
+
     def model(self, index: int = 0) -> torch.nn.Module:
+        """Run ``index``'s trained model; ValueError for a record kept without its weights."""
         run = self.runs[index]
+        if not self.has_weights(index):
+            raise ValueError(f"{self.run_dirs[index].name} is kept as a record without its weights")
         model = build_model(run["kind"], run["model_config"])
         model.load_state_dict(run["model_state"])
         return model.eval()
 
+    def architecture(self) -> torch.nn.Module:
+        """The experiment's model, trained where the weights are kept, else freshly initialised:
+        what costs and speeds are measured on (neither depends on the weights' values)."""
+        if self.has_weights(0):
+            return self.model(0)
+        torch.manual_seed(self.runs[0]["train_config"]["seed"])
+        return build_model(self.runs[0]["kind"], self.runs[0]["model_config"]).eval()
 
-def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None = None) -> SeedRuns:
-    """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out). A run
-    tested on another benchmark version's canvases than today's is scored again on today's."""
+
+def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None = None,
+            records_dir: Path | None = None) -> SeedRuns:
+    """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out), each from its
+    directory in ``runs_dir`` or else from its record in ``records_dir``. A run tested on another
+    benchmark version's canvases than today's is scored again on today's; a record of one, which
+    cannot be, is left out with a warning."""
     runs, dirs = [], []
     for seed in seeds:
         run_dir = runs_dir / experiment.run_name(seed)
-        payload = finished_run(run_dir)
+        payload = finished_run(run_dir, records_dir)
         if payload is not None and payload.get("benchmark") != BENCHMARK_VERSION:
+            if "right" in payload:
+                say(f"[report] left out {run_dir.name}: its record was tested on benchmark v{payload.get('benchmark')},"
+                    f" today's is v{BENCHMARK_VERSION}, and a record has no weights to test again")
+                continue
             scored = evaluate_checkpoint(run_dir / "best.pt", data_dir=data_dir, progress=False)
             payload.update(test_accuracy=scored["accuracy"], benchmark=BENCHMARK_VERSION)
         if payload is not None:
             runs.append(payload)
             dirs.append(run_dir)
     return SeedRuns(experiment, runs, dirs, data_dir)
+
+
+def keep_records(group: SeedRuns, records_dir: Path, canvas_seeds=(None, FRESH_SEED),
+                 weights_for_seed: int | None = None) -> None:
+    """Write a record of each of ``group``'s runs read from its directory, with its results on the
+    fixed test canvases and on the fresh ones (``canvas_seeds``: None is the fixed set), and its
+    weights for the run of seed ``weights_for_seed``. A record already written for the same best.pt
+    is left as it is."""
+    for index, (run, run_dir) in enumerate(zip(group.runs, group.run_dirs)):
+        path = record_path(records_dir, run_dir.name)
+        if group.is_record(index) or (path.exists() and path.stat().st_mtime_ns >= (run_dir / "best.pt").stat().st_mtime_ns):
+            continue
+        right = {f"{'test' if s is None else f'fresh-seed{s}'}-v{BENCHMARK_VERSION}": group.right(index, s)
+                 for s in canvas_seeds}  # the names right() looks them up by
+        write_record(path, make_record(run, right, keep_weights=run["train_config"]["seed"] == weights_for_seed))
 
 
 def paired_tests(groups: list[SeedRuns]) -> list[dict]:
@@ -171,7 +219,7 @@ def cost_per_image(seed_runs: SeedRuns) -> dict:
     glimpse.costs)."""
     run = seed_runs.runs[0]
     pixels = pixels_read(run["kind"], run["task"], run["model_config"])
-    return {**pixels, "flops": flops_per_image(run["kind"], seed_runs.model(), run["task"])}
+    return {**pixels, "flops": flops_per_image(run["kind"], seed_runs.architecture(), run["task"])}
 
 
 def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int, data_dir: str | None) -> dict:
@@ -180,7 +228,7 @@ def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int
     run = seed_runs.runs[0]
     config = TrainConfig.from_dict({**run["train_config"], "data_dir": data_dir})
     train_speed, _, _ = training_speed(config, data, train_steps, warmup=1)
-    eval_speed = eval_images_per_second(run["kind"], seed_runs.model(), run["task"], canvases)
+    eval_speed = eval_images_per_second(run["kind"], seed_runs.architecture(), run["task"], canvases)
     return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
 
 

@@ -1,7 +1,8 @@
 """Training the report's missing runs (as ``train.py`` subprocesses) and reading finished ones.
 
-A run is finished when its ``best.pt`` holds the test accuracy that train.py adds at the end.
-An interrupted run (a ``last.pt`` but no finished ``best.pt``) is resumed, not restarted.
+A run is finished when its ``best.pt`` holds the test accuracy that train.py adds at the end, or
+when the report kept a record of it (:mod:`glimpse.report.records`) and its directory is gone. An
+interrupted run (a ``last.pt`` but no finished ``best.pt``) is resumed, not restarted.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import glimpse
 from glimpse.progress import progress, say
 
 from glimpse.report.experiments import Experiment
+from glimpse.report.records import read_record, record_path
 from glimpse.checkpoint import CheckpointError, load_checkpoint
 from glimpse.cli import option_flags
 
@@ -41,9 +43,17 @@ def budget_epochs(experiment: Experiment, budget: float) -> int:
     return max(1, round(experiment.epochs * budget))
 
 
-def finished_run(run_dir: Path) -> dict | None:
-    """The finished run's best checkpoint, or None. Its ``history`` is the whole learning curve
-    (older runs kept it only up to the best step in best.pt: then it is taken from last.pt)."""
+def finished_run(run_dir: Path, records_dir: Path | None = None) -> dict | None:
+    """The finished run's best checkpoint, else its record in ``records_dir``, or None. Its
+    ``history`` is the whole learning curve (older runs kept it only up to the best step in best.pt:
+    then it is taken from last.pt)."""
+    payload = _finished_checkpoint(run_dir)
+    if payload is None and records_dir is not None:
+        return read_record(record_path(records_dir, run_dir.name))
+    return payload
+
+
+def _finished_checkpoint(run_dir: Path) -> dict | None:
     try:
         payload = load_checkpoint(run_dir / "best.pt")
         if "test_accuracy" not in payload:
@@ -71,17 +81,20 @@ def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_step
 
 
 def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, threads: int = 1,
-                  max_steps: int = 0, data_dir: str | None = None, quiet: bool = False) -> list[str]:
-    """Train every request whose run is not finished, ``jobs`` at a time, each process with
-    ``threads`` torch threads; each run's output goes to ``<runs>/<name>.log``. Returns the
-    names of runs that failed (their logs say why)."""
+                  max_steps: int = 0, data_dir: str | None = None, quiet: bool = False,
+                  records_dir: Path | None = None, on_finished=None) -> list[str]:
+    """Train every request whose run is not finished (nor kept as a record in ``records_dir``),
+    ``jobs`` at a time, each process with ``threads`` torch threads; each run's output goes to
+    ``<runs>/<name>.log``, and ``on_finished(request)`` is called as each run ends well. Returns
+    the names of runs that failed (their logs say why)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
+    finished = {r.name: finished_run(runs_dir / r.name, records_dir) for r in requests}
     conflicts = [f"{r.name} ({run['train_config']['epochs']} epochs, the budget asks {r.epochs})" for r in requests
-                 if (run := finished_run(runs_dir / r.name)) is not None and run["train_config"]["epochs"] != r.epochs]
+                 if (run := finished[r.name]) is not None and run["train_config"]["epochs"] != r.epochs]
     if conflicts:
-        raise ValueError(f"finished runs in {runs_dir} have another budget: {'; '.join(conflicts)}. "
-                         f"Delete them or choose another --runs folder")
-    todo = [r for r in requests if finished_run(runs_dir / r.name) is None]
+        raise ValueError(f"finished runs in {runs_dir}{f' or {records_dir}' if records_dir else ''} have another "
+                         f"budget: {'; '.join(conflicts)}. Delete them or choose another --runs folder")
+    todo = [r for r in requests if finished[r.name] is None]
     failed = []
     tell = (lambda message: None) if quiet else say
     if todo:
@@ -104,6 +117,8 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
             tell(f"[report] {request.name}: failed after {minutes:.1f} min, see {log_path}")
         else:
             tell(f"[report] {request.name}: finished in {minutes:.1f} min")
+            if on_finished is not None:
+                on_finished(request)
 
     # runs differ in length by hours: the bar counts them, with no rate or time left
     with progress(total=len(todo), desc="report runs", unit="run", disable=quiet, timed=False) as bar, \

@@ -1,0 +1,69 @@
+"""A finished run's record: the part of it the report reads, small enough to keep in the repository.
+
+A report run lives in ``--runs``, outside the repository, and its ``last.pt`` and ``best.pt``
+weigh 2-25 MB: a change of machine loses it, and with it hours of training. The report reads
+little of a finished run: its configuration, test accuracy, whole learning curve, training time,
+and which test canvases it read right (the paired tests and the fresh-canvas check). A record is
+that: ``best.pt`` without its weights, plus those per-canvas results as bool tensors, (N,) each,
+about 20 KB in all. The few runs whose trained weights the report still needs (seed 0 of a model
+that learns where to look: the gallery of where they look, REINFORCE's estimator noise at trained
+weights) keep them.
+
+The report writes a record of every finished run into its ``records/`` folder beside
+``compare.md``. It reads a run from there whenever the run's directory is gone, and ``--train``
+does not train it again.
+"""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from glimpse.checkpoint import CheckpointError, save_checkpoint
+
+DROPPED = ("format", "model_state", "optimizer_state")  # a best.pt holds no optimiser state; a last.pt does
+NEEDED = ("kind", "model_config", "task", "train_config", "test_accuracy", "history", "right")
+
+
+def record_path(records_dir: Path, run_name: str) -> Path:
+    return records_dir / f"{run_name}.pt"
+
+
+def make_record(payload: dict, right: dict[str, np.ndarray], keep_weights: bool) -> dict:
+    """The record of a finished run from its best.pt ``payload`` (with the whole learning curve)
+    and ``right``: for each set of canvases (a name such as "test-v1") which ones the run read
+    right, (N,) bool. With ``keep_weights`` the model's weights stay."""
+    record = {k: v for k, v in payload.items() if k not in DROPPED}
+    # a kept file names no machine's paths: folders by their names alone
+    config = record["train_config"] = dict(payload["train_config"])
+    for key in ("data_dir", "run_dir"):
+        if config.get(key) and config[key] != "bundled":
+            record["data_source"] = str(record.get("data_source", "")).replace(config[key], Path(config[key]).name)
+            config[key] = Path(config[key]).name
+    record["run_dir"] = Path(payload.get("run_dir", "")).name
+    if keep_weights:
+        record["model_state"] = payload["model_state"]
+    record["right"] = {name: torch.from_numpy(np.asarray(r, dtype=bool).copy()) for name, r in right.items()}
+    return record
+
+
+def write_record(path: Path, record: dict) -> None:
+    save_checkpoint(path, record)  # atomic: a kill leaves the old record or the new one
+
+
+def read_record(path: Path) -> dict | None:
+    """The record at ``path`` (its ``right`` as numpy bool arrays), or None when there is none.
+    CheckpointError naming the file when it is not a record."""
+    if not path.is_file():
+        return None
+    try:
+        record = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as exc:
+        raise CheckpointError(f"{path} is not a report record: it is corrupt or not a PyTorch file ({exc})") from exc
+    missing = [key for key in NEEDED if not isinstance(record, dict) or key not in record]
+    if missing:
+        raise CheckpointError(f"{path} is not a report record: it lacks {', '.join(missing)}")
+    record["right"] = {name: r.numpy().astype(bool) for name, r in record["right"].items()}
+    return record
