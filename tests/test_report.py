@@ -165,6 +165,47 @@ def test_a_report_rebuilds_from_its_records_once_its_runs_are_gone(tmp_path):
     assert report.main(argv) == 2
 
 
+def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(tmp_path, capsys):
+    """--adopt counts a finished run of the report's recipe, seed and epochs (a shipped checkpoint)
+    as the report's own: its record names the file (whose weights the gallery reads while its sha256
+    holds), the report says so, and it is not trained again. A checkpoint of another recipe is
+    refused, naming the report's recipe for its model."""
+    from glimpse.commands import train
+    from glimpse.checkpoint import save_checkpoint
+    from glimpse.report.records import read_record
+
+    elsewhere, runs, out = tmp_path / "elsewhere", tmp_path / "runs", tmp_path / "out"
+    for name, epochs in (("same", RAM.epochs), ("other", RAM.epochs + 1)):
+        assert train.main(["--preset", "cluttered60", "--mode", "hard", "--arch", "ram", "--epochs", str(epochs),
+                           "--max-steps", "2", "--data-dir", "bundled", "--run-dir", str(elsewhere),
+                           "--run-name", name]) == 0
+    argv = ["--runs", str(runs), "--out", str(out), "--seeds", "1", "--models", "ram", "--glimpses", "",
+            "--estimators", "", *TINY]
+    capsys.readouterr()
+    assert report.main([*argv, "--adopt", str(elsewhere / "other" / "best.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "no run of this report is its recipe" in err and "ram-seed0: python train.py --mode hard --arch ram" in err
+    assert not (out / "records").exists()
+    adopted = elsewhere / "same" / "best.pt"
+    assert report.main([*argv, "--train", "--adopt", str(adopted)]) == 0
+    assert not (runs / "ram-seed0").exists()  # adopted, not trained
+    record = read_record(out / "records" / "ram-seed0.pt")
+    assert record["adopted_from"] == "best.pt" and "model_state" not in record  # no second copy of the weights
+    assert record["test_accuracy"] == load_checkpoint(adopted)["test_accuracy"]
+    runs_table = (out / "compare.md").read_text().split("## Runs and budgets")[1]
+    assert "adopted from `best.pt`" in next(line for line in runs_table.splitlines() if line.startswith(f"| {RAM.label} |"))
+    assert report.main([*argv, "--adopt", str(adopted)]) == 0  # again: nothing to do
+    # the gallery reads the adopted file's weights, by its path from where the report runs (not found
+    # from here), while it is the same file
+    assert not (out / "where_they_look.png").exists()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(adopted.parent)
+        assert report.main(argv) == 0 and (out / "where_they_look.png").exists()
+        (out / "where_they_look.png").unlink()
+        save_checkpoint(adopted, {**load_checkpoint(adopted), "step": 1})  # another file now
+        assert report.main(argv) == 0 and not (out / "where_they_look.png").exists()
+
+
 @pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],
                                  ["--budget", "0"], ["--grad-batches", "1"], ["--estimators", "1"], ["--estimators", "x"]])
 def test_report_bad_options_exit_2(bad, tmp_path, capsys):

@@ -14,7 +14,10 @@ their families state (runs/report/<model>-converged-seed<k>; the baselines' runs
 the default report) and the report goes to reports/converged/. A record of every finished run
 (its learning curve, test results canvas by canvas, and seed 0's weights where the pictures need
 them) is kept in <out>/records/: commit it, and the report rebuilds, and --train goes on, on a
-machine where runs/report is gone. Exit codes: 0 done, 1 a training run failed, 2 bad input.
+machine where runs/report is gone. --adopt checkpoints/ram-cluttered60.pt counts a finished run
+of the same recipe, seed and epochs (the converged report's seed 0 of RAM, here) as the report's
+own, instead of training it again; the report names the file. Exit codes: 0 done, 1 a training
+run failed, 2 bad input.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import torch
 
 from glimpse.cli import fail
 from envs.data import DataError
-from glimpse.report.document import ReportSettings, build_report, keep_record, update_readme
+from glimpse.report.document import ReportSettings, adopt_checkpoint, build_report, keep_record, update_readme
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
                                        doubled, sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
@@ -48,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--records", type=Path, default=None,
                         help="where a record of each finished run is kept, to report from once its run directory "
                              "is gone (default: OUT/records)")
+    parser.add_argument("--adopt", type=Path, nargs="+", default=[], metavar="CHECKPOINT",
+                        help="count finished checkpoints (a shipped one, say) as the report's runs of the same "
+                             "recipe, seed and epochs: their records are written and those runs not trained")
     parser.add_argument("--train", action="store_true", help="train the missing runs first")
     parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per model (the glimpse sweep uses seed 0)")
@@ -144,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                                   speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
                                   estimator_samples=args.estimators, converged=args.converged, records_dir=args.records,
                                   command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
+        for checkpoint in args.adopt:
+            print(f"[report] {adopt_checkpoint(settings, checkpoint, requests(args))}: adopted {checkpoint}",
+                  file=sys.stderr)
         if args.train:
             failed = train_missing(requests(args), args.runs, jobs=args.jobs, threads=args.threads,
                                    max_steps=args.max_steps, data_dir=args.data_dir, records_dir=args.records,

@@ -20,7 +20,9 @@ from glimpse.cli import markdown_table, replace_block
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED, TEST_SEED, fixed_set
+from glimpse.checkpoint import load_checkpoint, training_stages
 from glimpse.costs import flops_per_image, pixels_read
+from glimpse.evaluation import evaluate_checkpoint
 from glimpse.gradient_noise import baseline_name
 from glimpse.models import get_family
 from glimpse.stats import format_interval
@@ -31,6 +33,9 @@ from glimpse.report.measurements import (
     NOISE_ERRORS, THRESHOLDS, SeedRuns, attention_gradient_spread, collect, converged_by_noise, cost_per_image,
     doubling_check, estimator_variance, keep_records, paired_tests, throughput, time_to_threshold,
 )
+from glimpse.report.records import file_sha256, make_record, record_path, write_record
+from glimpse.report.runs import RunRequest, finished_run
+from glimpse.scores import command as recipe_command
 from glimpse.training.config import resolve_config
 from glimpse.viz import where_it_looks
 
@@ -217,6 +222,43 @@ def keep_record(settings: ReportSettings, experiment: Experiment, seed: int) -> 
         keep_records(group, settings.records, canvas_seeds=())
 
 
+def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[RunRequest]) -> str:
+    """Count a finished single-stage run's checkpoint (a shipped one, say) as the report's run of the
+    same recipe, seed and epochs among ``wanted``: write its record, naming the file it came from, so
+    that the report reads it and ``--train`` does not train it again. Returns the run's name.
+    ValueError when no wanted run has its recipe (the closest is named), or that run exists already."""
+    payload = load_checkpoint(checkpoint)
+    if "test_accuracy" not in payload:
+        raise ValueError(f"--adopt {checkpoint}: not a finished run (it holds no test accuracy)")
+    if len(training_stages(payload)) > 1:
+        raise ValueError(f"--adopt {checkpoint}: trained in {len(training_stages(payload))} stages; the report's runs "
+                         f"are one run each")
+    recipe = recipe_command(payload["train_config"])
+    seed, epochs = payload["train_config"]["seed"], payload["train_config"]["epochs"]
+    recipes = {r.name: recipe_command(resolve_config(r.experiment.train_options(r.seed, r.epochs)).to_dict())
+               for r in wanted}
+    request = next((r for r in wanted if recipes[r.name] == recipe), None)
+    if request is None:
+        same_model = [f"{r.name}: {recipes[r.name]}" for r in wanted if r.experiment.arch == payload["kind"]]
+        raise ValueError(f"--adopt {checkpoint}: no run of this report is its recipe ({recipe}; seed {seed}, "
+                         f"{epochs} epochs). The report's runs of {payload['kind']}: {'; '.join(same_model) or 'none'}")
+    kept = finished_run(settings.runs_dir / request.name, settings.records)
+    if kept is not None and kept.get("adopted_from") == _portable(checkpoint):
+        return request.name  # adopted before
+    if kept is not None:
+        raise ValueError(f"--adopt {checkpoint}: the report has its run {request.name} already")
+    right = {f"{'test' if s is None else f'fresh-seed{s}'}-v{BENCHMARK_VERSION}":
+             evaluate_checkpoint(checkpoint, data_dir=settings.data_dir, progress=False, per_canvas=True,
+                                 canvas_seed=s)["right"] for s in (None, FRESH_SEED)}
+    # scored here on today's canvases, whatever benchmark version it was tested on; its weights stay
+    # in the file it names (checked by sha256 when the pictures read them)
+    tested = {"test_accuracy": float(right[f"test-v{BENCHMARK_VERSION}"].mean()), "benchmark": BENCHMARK_VERSION}
+    write_record(record_path(settings.records, request.name),
+                 {**make_record({**payload, **tested}, right, keep_weights=False),
+                  "adopted_from": _portable(checkpoint), "adopted_sha256": file_sha256(checkpoint)})
+    return request.name
+
+
 def _keep_records(settings: ReportSettings, present: list[SeedRuns]) -> None:
     """:func:`keep_record` of every finished run the report reads."""
     first = settings.seeds[0]
@@ -288,7 +330,7 @@ def _glimpse_sweep(settings, out: Path) -> dict:
         sweep_groups[short] = [(n, settings.collect(e, settings.seeds[:1])) for n, e in
                                zip(settings.glimpse_counts, sweep(base, settings.glimpse_counts))]
         sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
-    if settings.glimpse_counts:
+    if settings.glimpse_counts and sweep_groups:
         figures.glimpse_sweep(sweep_rows, PAPER_SWEEP, out / "glimpse_sweep.png")
     return sweep_groups
 
@@ -666,7 +708,7 @@ def _training_section(r: Measured) -> list[str]:
 
 
 def _sweep_section(r: Measured) -> list[str]:
-    if not r.settings.glimpse_counts:
+    if not r.settings.glimpse_counts or not r.sweep_groups:  # no swept model among --models
         return []
     rows = []
     for n in r.settings.glimpse_counts:
@@ -709,7 +751,8 @@ def _device(run: dict) -> str:
     """Where a run trained: its device and torch threads, as its checkpoint recorded them."""
     device = (run.get("provenance") or {}).get("device", "not recorded")
     threads = run.get("train_config", {}).get("threads")
-    return f"{device} ({threads} thread{'s' if threads != 1 else ''})" if threads else device
+    where = f"{device} ({threads} thread{'s' if threads != 1 else ''})" if threads else device
+    return f"{where}, adopted from `{run['adopted_from']}`" if run.get("adopted_from") else where
 
 
 def update_readme(readme: Path, headline_md: str, figure: str) -> None:

@@ -19,7 +19,8 @@ from glimpse.gradient_noise import baseline_name, reinforce_estimator_noise, rei
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.progress import say
-from glimpse.report.records import make_record, record_path, write_record
+from glimpse.checkpoint import load_checkpoint
+from glimpse.report.records import file_sha256, make_record, record_path, write_record
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar
@@ -75,8 +76,18 @@ class SeedRuns:
         the independent check of :attr:`test_errors`."""
         return np.array([1.0 - float(self.right(i, FRESH_SEED).mean()) for i in range(len(self.runs))])
 
+    def weights(self, index: int = 0) -> dict | None:
+        """Run ``index``'s trained weights: its own, or those of the checkpoint its record was adopted
+        from while that file is still the one adopted (same sha256); None for a record kept without."""
+        run = self.runs[index]
+        if "model_state" not in run and run.get("adopted_from"):
+            source = Path(run["adopted_from"])
+            if source.is_file() and file_sha256(source) == run.get("adopted_sha256"):
+                run["model_state"] = load_checkpoint(source)["model_state"]
+        return run.get("model_state")
+
     def has_weights(self, index: int = 0) -> bool:
-        return bool(self.runs) and "model_state" in self.runs[index]
+        return bool(self.runs) and self.weights(index) is not None
 
     def model(self, index: int = 0) -> torch.nn.Module:
         """Run ``index``'s trained model; ValueError for a record kept without its weights."""
@@ -84,7 +95,7 @@ class SeedRuns:
         if not self.has_weights(index):
             raise ValueError(f"{self.run_dirs[index].name} is kept as a record without its weights")
         model = build_model(run["kind"], run["model_config"])
-        model.load_state_dict(run["model_state"])
+        model.load_state_dict(self.weights(index))
         return model.eval()
 
     def architecture(self) -> torch.nn.Module:

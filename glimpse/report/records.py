@@ -7,7 +7,8 @@ and which test canvases it read right (the paired tests and the fresh-canvas che
 that: ``best.pt`` without its weights, plus those per-canvas results as bool tensors, (N,) each,
 about 20 KB in all. The few runs whose trained weights the report still needs (seed 0 of a model
 that learns where to look: the gallery of where they look, REINFORCE's estimator noise at trained
-weights) keep them.
+weights) keep them, or name the checkpoint they were adopted from (``report.py --adopt``) with its
+sha256.
 
 The report writes a record of every finished run into its ``records/`` folder beside
 ``compare.md``. It reads a run from there whenever the run's directory is gone, and ``--train``
@@ -15,6 +16,7 @@ does not train it again.
 """
 from __future__ import annotations
 
+import hashlib
 import pickle
 from pathlib import Path
 
@@ -47,6 +49,10 @@ def make_record(payload: dict, right: dict[str, np.ndarray], keep_weights: bool)
         record["model_state"] = payload["model_state"]
     record["right"] = {name: torch.from_numpy(np.asarray(r, dtype=bool).copy()) for name, r in right.items()}
     return record
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def write_record(path: Path, record: dict) -> None:
