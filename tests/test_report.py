@@ -76,6 +76,49 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     assert report.main([*argv, "--budget", "2"]) == 2
     assert "another budget" in capsys.readouterr().err
     assert stamps == {p: p.stat().st_mtime_ns for p in runs.glob("*/best.pt")}
+    check_the_records_rebuild_it(runs, out, argv, names, text)
+
+
+def check_the_records_rebuild_it(runs, out, argv, names, text):
+    """A record of each finished run is kept beside the report: with the runs' directories gone (a
+    new machine), the report reads the same errors, fresh-canvas errors and paired tests from the
+    records, still draws where seed 0 looks, and --train trains nothing again."""
+    import shutil
+    from envs.task import BENCHMARK_VERSION
+    from glimpse.report.records import read_record
+
+    assert sorted(p.stem for p in (out / "records").iterdir()) == names
+    kept = {name: read_record(out / "records" / f"{name}.pt") for name in names}
+    # weights only where the pictures need them: seed 0 of the models that learn where to look
+    assert [name for name in names if "model_state" in kept[name]] == ["draw-seed0", "ram-seed0"]
+    assert (out / "records" / "ram-seed1.pt").stat().st_size < 100_000
+    test, fresh = f"test-v{BENCHMARK_VERSION}", f"fresh-seed{FRESH_SEED}-v{BENCHMARK_VERSION}"
+    for name, record in kept.items():
+        best = load_checkpoint(runs / name / "best.pt")
+        assert record["test_accuracy"] == best["test_accuracy"] and record["history"] == best["history"]
+        assert str(runs.parent) not in repr({k: v for k, v in record.items() if k != "model_state"})
+        if name.count("-") == 1:  # the comparison's runs keep their results canvas by canvas, on both sets
+            right = record["right"]
+            assert right[test].dtype == bool and abs(right[test].mean() - best["test_accuracy"]) < 1e-9
+            assert (right[fresh] == np.load(runs / name / f"fresh-seed{FRESH_SEED}-right-v1.npy")).all()
+        else:  # the sweep's and the estimators' runs: their curve and error alone
+            assert record["right"] == {}
+    shutil.rmtree(runs)
+    assert report.main(argv) == 0
+    assert not list(runs.glob("*/best.pt"))  # every run was kept: nothing trained again
+    after = (out / "compare.md").read_text()
+
+    def section(text: str, title: str) -> str:  # the speeds are measured anew; the rest is read from the runs
+        return text.split(f"## {title}")[1].split("\n## ")[0]
+    for title in ("Runs and budgets", "Which differences are real",
+                  "Exact vs approximate gradient", "Accuracy against the number of glimpses"):
+        assert section(after, title) == section(text, title)
+    # seed 0's kept weights still give REINFORCE's noise at trained weights, and the pictures
+    assert all(f"leave-one-out baseline, K = {k} |" in after for k in (2, 4, 8))
+    assert "](where_they_look.png)" in after
+    # a record that is not one is refused by name
+    (out / "records" / "ram-seed1.pt").write_bytes(b"not a record")
+    assert report.main(argv) == 2
 
 
 def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_path, capsys):
@@ -121,48 +164,6 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     capsys.readouterr()
     assert report.main([*argv, "--glimpses", "2"]) == 2
     assert "--glimpses" in capsys.readouterr().err
-
-
-def test_a_report_rebuilds_from_its_records_once_its_runs_are_gone(tmp_path):
-    """A record of each finished run is kept beside the report as it ends: with the runs' directories
-    gone (a new machine), the report reads the same errors, fresh-canvas errors and paired tests from
-    the records, still draws where seed 0 looks, and --train trains nothing again."""
-    import shutil
-    from envs.task import BENCHMARK_VERSION
-    from glimpse.report.records import read_record
-
-    runs, out = tmp_path / "runs", tmp_path / "out"
-    argv = ["--runs", str(runs), "--out", str(out), "--seeds", "2", "--models", "ram,fc", "--glimpses", "",
-            "--estimators", "", *TINY]
-    assert report.main([*argv, "--train"]) == 0
-    names = ["fc-seed0", "fc-seed1", "ram-seed0", "ram-seed1"]
-    assert sorted(p.stem for p in (out / "records").iterdir()) == names
-    kept = {name: read_record(out / "records" / f"{name}.pt") for name in names}
-    # weights only where the pictures need them: seed 0 of the model that learns where to look
-    assert [name for name in names if "model_state" in kept[name]] == ["ram-seed0"]
-    assert (out / "records" / "ram-seed1.pt").stat().st_size < 100_000
-    for name, record in kept.items():
-        best = load_checkpoint(runs / name / "best.pt")
-        assert record["test_accuracy"] == best["test_accuracy"] and record["history"] == best["history"]
-        test, fresh = record["right"][f"test-v{BENCHMARK_VERSION}"], record["right"][f"fresh-seed{FRESH_SEED}-v{BENCHMARK_VERSION}"]
-        assert test.dtype == bool and abs(test.mean() - best["test_accuracy"]) < 1e-9 and len(fresh) == len(test)
-        assert str(tmp_path) not in repr({k: v for k, v in record.items() if k != "model_state"})
-    before = (out / "compare.md").read_text()
-    shutil.rmtree(runs)
-    assert report.main([*argv, "--train"]) == 0
-    assert not list(runs.glob("*/best.pt"))  # every run was kept: nothing trained again
-    after = (out / "compare.md").read_text()
-
-    def section(text: str, title: str) -> str:  # the speeds are measured anew; the rest is read from the runs
-        return text.split(f"## {title}")[1].split("\n## ")[0]
-    for title in ("Runs and budgets", "Which differences are real", "Exact vs approximate gradient"):
-        assert section(after, title) == section(before, title)
-    # seed 0's kept weights still give REINFORCE's noise at trained weights, and the pictures
-    assert "| leave-one-out baseline, K = 2 |" in section(after, "REINFORCE's baselines at equal wall-clock")
-    assert "](where_they_look.png)" in after
-    # a record that is not one is refused by name
-    (out / "records" / "ram-seed1.pt").write_bytes(b"not a record")
-    assert report.main(argv) == 2
 
 
 def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(tmp_path, capsys):
