@@ -171,6 +171,7 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
     as the report's own: its record names the file (whose weights the gallery reads while its sha256
     holds), the report says so, and it is not trained again. A checkpoint of another recipe is
     refused, naming the report's recipe for its model."""
+    import shutil
     from glimpse.commands import train
     from glimpse.checkpoint import save_checkpoint
     from glimpse.report.records import read_record
@@ -191,19 +192,25 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
     assert report.main([*argv, "--train", "--adopt", str(adopted)]) == 0
     assert not (runs / "ram-seed0").exists()  # adopted, not trained
     record = read_record(out / "records" / "ram-seed0.pt")
-    assert record["adopted_from"] == "best.pt" and "model_state" not in record  # no second copy of the weights
+    assert record["adopted_from"] == "best.pt" and "model_state" in record  # not a shipped file: its weights kept
     assert record["test_accuracy"] == load_checkpoint(adopted)["test_accuracy"]
     runs_table = (out / "compare.md").read_text().split("## Runs and budgets")[1]
     assert "adopted from `best.pt`" in next(line for line in runs_table.splitlines() if line.startswith(f"| {RAM.label} |"))
     assert report.main([*argv, "--adopt", str(adopted)]) == 0  # again: nothing to do
-    # the gallery reads the adopted file's weights, by its path from where the report runs (not found
-    # from here), while it is the same file
-    assert not (out / "where_they_look.png").exists()
+    assert (out / "where_they_look.png").exists()
+    # a shipped checkpoint (one in the checkpoints/ folder where the report runs) keeps its weights
+    # there: the gallery reads them while it is the same file
+    shipped = tmp_path / "checkpoints" / "ram-shipped.pt"
+    shipped.parent.mkdir()
+    shutil.copy(adopted, shipped)
+    (out / "records" / "ram-seed0.pt").unlink()
     with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(adopted.parent)
-        assert report.main(argv) == 0 and (out / "where_they_look.png").exists()
+        patch.chdir(tmp_path)
+        assert report.main([*argv, "--adopt", "checkpoints/ram-shipped.pt"]) == 0
+        assert "model_state" not in read_record(out / "records" / "ram-seed0.pt")
+        assert (out / "where_they_look.png").exists()
         (out / "where_they_look.png").unlink()
-        save_checkpoint(adopted, {**load_checkpoint(adopted), "step": 1})  # another file now
+        save_checkpoint(shipped, {**load_checkpoint(shipped), "step": 1})  # another file now
         assert report.main(argv) == 0 and not (out / "where_they_look.png").exists()
 
 

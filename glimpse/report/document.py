@@ -250,11 +250,15 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
     right = {f"{'test' if s is None else f'fresh-seed{s}'}-v{BENCHMARK_VERSION}":
              evaluate_checkpoint(checkpoint, data_dir=settings.data_dir, progress=False, per_canvas=True,
                                  canvas_seed=s)["right"] for s in (None, FRESH_SEED)}
-    # scored here on today's canvases, whatever benchmark version it was tested on; its weights stay
-    # in the file it names (checked by sha256 when the pictures read them)
+    # scored here on today's canvases, whatever benchmark version it was tested on. The weights the
+    # pictures need stay in a shipped checkpoint (checked by sha256 when read), or are copied from any
+    # other file (a run finished in checkpoints/unfinished/, say, which leaves)
     tested = {"test_accuracy": float(right[f"test-v{BENCHMARK_VERSION}"].mean()), "benchmark": BENCHMARK_VERSION}
+    pictured = request.experiment.learns_attention and get_family(payload["kind"]).has_attention
+    shipped = checkpoint.resolve().parent == (Path.cwd() / "checkpoints").resolve()
+    keep = pictured and request.seed == settings.seeds[0] and not shipped
     write_record(record_path(settings.records, request.name),
-                 {**make_record({**payload, **tested}, right, keep_weights=False),
+                 {**make_record({**payload, **tested}, right, keep_weights=keep),
                   "adopted_from": _portable(checkpoint), "adopted_sha256": file_sha256(checkpoint)})
     return request.name
 
