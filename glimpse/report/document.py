@@ -200,7 +200,11 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
 
 def _shows_attention(group: SeedRuns) -> bool:
     """Whether the report pictures where the group's model looks (and keeps its seed-0 weights for it)."""
-    return group.experiment.learns_attention and get_family(group.runs[0]["kind"]).has_attention
+    return _pictured(group.experiment, group.runs[0]["kind"])
+
+
+def _pictured(experiment: Experiment, kind: str) -> bool:
+    return experiment.learns_attention and get_family(kind).has_attention
 
 
 def keep_record(settings: ReportSettings, experiment: Experiment, seed: int) -> None:
@@ -254,7 +258,7 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
     # pictures need stay in a shipped checkpoint (checked by sha256 when read), or are copied from any
     # other file (a run finished in checkpoints/unfinished/, say, which leaves)
     tested = {"test_accuracy": float(right[f"test-v{BENCHMARK_VERSION}"].mean()), "benchmark": BENCHMARK_VERSION}
-    pictured = request.experiment.learns_attention and get_family(payload["kind"]).has_attention
+    pictured = _pictured(request.experiment, payload["kind"])
     shipped = checkpoint.resolve().parent == (Path.cwd() / "checkpoints").resolve()
     keep = pictured and request.seed == settings.seeds[0] and not shipped
     write_record(record_path(settings.records, request.name),
