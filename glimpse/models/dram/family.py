@@ -25,7 +25,7 @@ class DRAMFamily(HardFamily):
         "product", "how the glimpse network joins \"what\" and \"where\": product, the paper's gate; sum, RAM's "
         "conv glimpse network (an ablation)", GLIMPSE_COMBINES)}
     report_epochs = 20
-    quick_recipe = {"preset": "mnist28", "epochs": 3, "batch_size": 64, "lr": 3e-3, "reinforce_samples": 2}
+    quick_recipe = {"preset": "mnist28", "epochs": 2, "batch_size": 64, "lr": 3e-3, "reinforce_samples": 2}
     converged_recipe = {"location_std": 0.25, "location_std_final": 0.1, "reinforce_into_core": 0.1,
                         "reinforce_samples": 4}
     converged_epochs = 80  # RAM's budget with the same recipe
