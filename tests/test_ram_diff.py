@@ -78,3 +78,24 @@ def test_it_is_a_soft_family_with_ram_s_sensor_and_reading_cost():
                                                  "reinforce_into_core": 0.1, "random_glimpses": False,
                                                  "context_size": 0})())
     assert family.pixels_read(task, {}) == ram.pixels_read(task, ram_config)
+
+
+def test_the_deterministic_variant_has_no_std_to_state():
+    """Following the policy mean, the model reads and decides the same whatever its std; so the
+    report's deterministic runs state none, and a run trained without one is the same recipe."""
+    from glimpse.report.experiments import by_name, converged
+    from glimpse.training.config import resolve_config
+
+    images = canvases(4).float()[:, None] / 255
+    outputs = []
+    for std in (0.05, 0.25):
+        torch.manual_seed(0)
+        model = DifferentiableRetinaRAM(RetinaRAMConfig(location_gradient="deterministic", location_std=std))
+        outputs.append(model(images))
+    assert all(torch.equal(outputs[0][k], outputs[1][k]) for k in ("logits", "locations"))
+    recipe = converged(by_name("ram-diff-deterministic")).train_options(seed=0, epochs=80)
+    preset = resolve_config({"preset": recipe["preset"], "mode": "soft", "arch": "ram-diff"})
+    assert recipe["location_gradient"] == "deterministic"
+    assert (recipe["location_std"], recipe["location_std_final"]) == (preset.location_std, preset.location_std_final)
+    reparameterised = converged(by_name("ram-diff")).train_options(seed=0, epochs=80)
+    assert reparameterised["location_std_final"] == 0.1  # the sampled policy still anneals its std

@@ -33,7 +33,7 @@ from torch import nn
 
 from glimpse.models.diff_retina import integral_image, read_glimpses
 from glimpse.models.gradients import scale_gradient
-from glimpse.models.hard import anneal_policy_std, retina_pixels_read
+from glimpse.models.hard import HardFamily, anneal_policy_std, retina_pixels_read
 from glimpse.models.ram.classifier import Classifier
 from glimpse.models.ram.core import CORES, REST
 from glimpse.models.ram.glimpse_network import GlimpseNetwork
@@ -124,8 +124,12 @@ class RetinaRAMFamily(Family):
                         "attention_into_core": 0.1}
     converged_epochs = 80  # RAM's
     attention_module_text = "the location policy's mean head"
+    # the policy mean has no noise, so the variant's recipe states no std (the defaults; the converged
+    # recipe's annealed std would change nothing in its run but its command)
     report_variants = {"deterministic": ("RAM, differentiable retina, deterministic (soft)",
-                                         {"location_gradient": "deterministic"})}
+                                         {"location_gradient": "deterministic",
+                                          **{name: HardFamily.own_options[name].default
+                                             for name in ("location_std", "location_std_final")}})}
 
     def model_config(self, config) -> dict:
         if config.first_location != "centre":
