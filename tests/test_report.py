@@ -146,6 +146,8 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     assert "best-known recipes" in text and f"| {RAM.label} | {family.converged_epochs} | 1 |" in text
     ram_row = next(line for line in text.splitlines() if line.startswith(f"| {RAM.label} | {family.converged_epochs}"))
     assert ": converged (" in ram_row or ": not converged (" in ram_row  # the doubling check's verdict
+    fc_row = next(line for line in text.splitlines() if line.startswith(f"| {FC.label} | {FC.epochs} |"))
+    assert "– (short budget)" in fc_row and "not trained" not in fc_row  # no doubling asked of a short budget
     # the gradient spread is measured on the converged run, with the estimator it trained with
     k = family.converged_recipe["reinforce_samples"]
     assert f"| {RAM.label} | REINFORCE + leave-one-out baseline, K = {k} | " in text

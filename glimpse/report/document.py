@@ -186,7 +186,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     progress("[report] paired tests")
     tests = paired_tests(present)
     doubling = {}  # --converged: each run of seed 0 against its recipe at twice the epochs
-    for group in (g for g in present if settings.converged and g.experiment.name.endswith("-converged")):
+    for group in (g for g in groups if settings.converged and g.experiment.name.endswith("-converged")):
         twice = settings.collect(doubled(group.experiment), settings.seeds[:1])
         doubling[group.experiment.name] = doubling_check(group, twice)
     progress("[report] writing")
@@ -488,8 +488,9 @@ def _runs_section(r: Measured) -> list[str]:
                ", ".join(f"{100 * err:.2f}" for err in group.fresh_errors()) or "–",
                ", ".join("–" if v is None else f"{'yes' if v[0] else 'no'} (+{100 * v[1]:.2f})" for v in verdicts)
                or "–"]
-        if r.settings.converged:
-            row.append(_doubling_cell(r.doubling.get(group.experiment.name)))
+        if r.settings.converged:  # only the converged recipes are checked at twice their budget
+            name = group.experiment.name
+            row.append(_doubling_cell(r.doubling[name]) if name in r.doubling else "– (short budget)")
         rows.append([*row, _fmt(float(np.mean(minutes)), 1) if minutes else "–", ", ".join(devices)])
     # the comparison's runs, then the sweep's and the estimators' own (K = 1 and the default count are the comparison's)
     models = r.settings.models
