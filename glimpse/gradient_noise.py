@@ -166,16 +166,21 @@ def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: 
             "trace_interval": (float(lo), float(hi)), "seconds_per_batch": seconds}
 
 
-def soft_attention_gradient(model: nn.Module, arch: str, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def soft_attention_gradient(model: nn.Module, arch: str, images: torch.Tensor, labels: torch.Tensor,
+                            generator: torch.Generator | None = None) -> torch.Tensor:
     """One minibatch's backprop gradient of cross-entropy w.r.t. the soft model's attention
-    parameters (:func:`attention_parameters`), flattened (d,).
+    parameters (:func:`attention_parameters`), flattened (d,), through the family's training
+    forward: randomness that forward draws (the reparameterised retina's sampled locations) comes
+    from ``generator`` (a fresh unseeded one when None), so the noise measured is the noise trained with.
 
     images (B, 1, H, W) float in [0, 1]; labels (B,) int64. No regulariser is added (SAT's
     doubly stochastic term is off by default). Weights are not changed; no ``.grad`` is written.
     """
     params = list(attention_parameters(model, arch).values())
+    generator = generator if generator is not None else torch.Generator(device=images.device)
     with _requires_grad(params):
-        loss = F.cross_entropy(model(images)["logits"], labels)
+        outputs = get_family(arch).training_forward(model, images, generator, slice(None), len(images))
+        loss = F.cross_entropy(outputs["logits"], labels)
         return _flat_grad(loss, params)
 
 
@@ -197,11 +202,16 @@ def reinforce_gradient_fn(arch: str, model: nn.Module, env, seed: int = 0,
     return lambda i: reinforce_attention_gradient(arch, model, env, seed + i, samples=samples)
 
 
+NOISE_SEED_OFFSET = 1 << 32  # the training forward's noise: a stream apart from the minibatch's canvases
+
+
 def soft_gradient_fn(model: nn.Module, arch: str, task: dict, digits, batch_size: int,
                      seed: int = 0) -> Callable[[int], torch.Tensor]:
-    """``i -> soft_attention_gradient`` on ``soft_minibatch(task, digits, batch_size, seed + i)``."""
+    """``i -> soft_attention_gradient`` on ``soft_minibatch(task, digits, batch_size, seed + i)``, its
+    training forward's own randomness seeded apart from the canvases'."""
     def grad_fn(i: int) -> torch.Tensor:
         images, labels = soft_minibatch(task, digits, batch_size, seed + i)
-        return soft_attention_gradient(model, arch, images, labels)
+        generator = torch.Generator(device=images.device).manual_seed(NOISE_SEED_OFFSET + seed + i)
+        return soft_attention_gradient(model, arch, images, labels, generator)
 
     return grad_fn

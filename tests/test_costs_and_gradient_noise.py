@@ -160,3 +160,20 @@ def test_ram_and_draw_attention_gradient_variance_can_be_measured(bundled):
     assert draw_stats.mean.shape == (sum(p.numel() for p in attention_parameters(draw, "draw").values()),)
     assert math.isfinite(draw_stats.total_variance) and draw_stats.total_variance > 0
     assert all(p.grad is None for p in draw.parameters())
+
+
+def test_the_reparameterised_retina_is_measured_with_the_noise_it_trains_with(bundled):
+    """The differentiable retina's two variants share weights and differ only in how the location
+    learns; the reparameterised one's measured gradient goes through sampled locations (seeded, so
+    repeatable), the deterministic one's through the policy mean."""
+    torch.manual_seed(0)
+    sampled = build_model("ram-diff", {"location_gradient": "reparameterised", "location_std": 0.25})
+    mean_only = build_model("ram-diff", {"location_gradient": "deterministic", "location_std": 0.25})
+    mean_only.load_state_dict(sampled.state_dict())
+    measure = lambda model: soft_gradient_fn(model, "ram-diff", CLUTTERED60, bundled.train, 8)
+    reparameterised, deterministic = measure(sampled)(0), measure(mean_only)(0)
+    assert reparameterised.shape == deterministic.shape and torch.isfinite(reparameterised).all()
+    assert not torch.allclose(reparameterised, deterministic)  # the sampled locations moved the glimpses
+    torch.testing.assert_close(reparameterised, measure(sampled)(0))  # the same seed, the same noise
+    assert not torch.equal(reparameterised, measure(sampled)(1))
+    assert all(p.grad is None for p in sampled.parameters())

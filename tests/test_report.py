@@ -214,6 +214,9 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
         (out / "where_they_look.png").unlink()
         save_checkpoint(shipped, {**load_checkpoint(shipped), "step": 1})  # another file now
         assert report.main(argv) == 0 and not (out / "where_they_look.png").exists()
+        runs_table = (out / "compare.md").read_text().split("## Runs and budgets")[1]
+        ram_row = next(line for line in runs_table.splitlines() if line.startswith(f"| {RAM.label} |"))
+        assert "adopted from an earlier `checkpoints/ram-shipped.pt` (sha256 " in ram_row and "since replaced" in ram_row
 
 
 @pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],

@@ -33,7 +33,7 @@ from glimpse.report.measurements import (
     NOISE_ERRORS, THRESHOLDS, SeedRuns, attention_gradient_spread, collect, converged_by_noise, cost_per_image,
     doubling_check, estimator_variance, keep_records, paired_tests, throughput, time_to_threshold,
 )
-from glimpse.report.records import file_sha256, make_record, record_path, write_record
+from glimpse.report.records import adopted_file_unchanged, file_sha256, make_record, record_path, write_record
 from glimpse.report.runs import RunRequest, finished_run
 from glimpse.scores import command as recipe_command
 from glimpse.training.config import resolve_config
@@ -614,7 +614,8 @@ def _gradient_section(r: Measured) -> list[str]:
         "",
         f"The gradient of the attention parameters{f' ({listed})' if listed else ''} from {s.grad_batches} "
         f"independent minibatches of {s.grad_batch_size} training "
-        f"images at the same weights: seed 0's initialisation (at trained weights the expected gradient is "
+        f"images at the same weights: seed 0's initialisation, with a location policy's std at its "
+        f"schedule's start (at trained weights the expected gradient is "
         f"close to zero by construction, and a ratio to it says nothing). Relative variance = trace of the "
         f"covariance of one minibatch's estimate / squared norm of the expected gradient, the latter "
         f"estimated without bias (squared norm of the mean estimate minus the trace over the number of "
@@ -624,7 +625,8 @@ def _gradient_section(r: Measured) -> list[str]:
         f"before the noise is as large as the signal; scale-free, so models with different parameters "
         f"compare. The interval resamples the minibatches. Each model's estimate is the one its runs "
         f"trained with: for hard attention REINFORCE with the runs' baseline (its noise is the data plus "
-        f"the sampled locations), for soft attention plain backpropagation (noise from the data only).",
+        f"the sampled locations), for soft attention backpropagation through the training forward: noise "
+        f"from the data only, and for the reparameterised retina from its sampled locations too.",
         "",
         _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], rows)
         if rows else "(no runs)",
@@ -761,7 +763,12 @@ def _device(run: dict) -> str:
     device = (run.get("provenance") or {}).get("device", "not recorded")
     threads = run.get("train_config", {}).get("threads")
     where = f"{device} ({threads} thread{'s' if threads != 1 else ''})" if threads else device
-    return f"{where}, adopted from `{run['adopted_from']}`" if run.get("adopted_from") else where
+    if not run.get("adopted_from"):
+        return where
+    if adopted_file_unchanged(run) or not Path(run["adopted_from"]).is_file():  # the same file, or none to compare
+        return f"{where}, adopted from `{run['adopted_from']}`"
+    return (f"{where}, adopted from an earlier `{run['adopted_from']}` (sha256 {run['adopted_sha256'][:12]}, "
+            f"since replaced)")
 
 
 def update_readme(readme: Path, headline_md: str, figure: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -20,7 +21,7 @@ from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
-from glimpse.report.records import file_sha256, make_record, record_path, write_record
+from glimpse.report.records import adopted_file_unchanged, make_record, record_path, write_record
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar
@@ -80,10 +81,8 @@ class SeedRuns:
         """Run ``index``'s trained weights: its own, or those of the checkpoint its record was adopted
         from while that file is still the one adopted (same sha256); None for a record kept without."""
         run = self.runs[index]
-        if "model_state" not in run and run.get("adopted_from"):
-            source = Path(run["adopted_from"])
-            if source.is_file() and file_sha256(source) == run.get("adopted_sha256"):
-                run["model_state"] = load_checkpoint(source)["model_state"]
+        if "model_state" not in run and adopted_file_unchanged(run):
+            run["model_state"] = load_checkpoint(Path(run["adopted_from"]))["model_state"]
         return run.get("model_state")
 
     def has_weights(self, index: int = 0) -> bool:
@@ -261,8 +260,9 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     """Spread of one minibatch's gradient of the attention parameters over ``n_batches``
     minibatches at fixed weights: the seed-0 run's *initialisation*, where every model's expected
     gradient is clearly non-zero (at trained weights it is ~0 by construction, and a ratio to it
-    means nothing). Each model's gradient is the one its runs trained with: backpropagation for
-    the soft models, for a hard one REINFORCE with its runs' baseline (``--reinforce-samples`` K:
+    means nothing), with what its schedule sets at the run's start (a policy's std). Each model's
+    gradient is the one its runs trained with: backpropagation through the soft models' training
+    forward (sampled locations for the reparameterised retina), for a hard one REINFORCE with its runs' baseline (``--reinforce-samples`` K:
     the learned baseline, or K trajectories of each of the ``batch_size`` images and the
     leave-one-out baseline).
 
@@ -273,6 +273,7 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     arch, task = run["kind"], run["task"]
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
     model = build_model(arch, run["model_config"]).eval()
+    get_family(arch).schedule(model, SimpleNamespace(**run["train_config"]), 0.0)  # e.g. the policy std at its start
     if get_family(arch).learns_by_reinforce:
         samples = run["train_config"].get("reinforce_samples", 1)
         env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
@@ -280,7 +281,8 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
         estimator = f"REINFORCE + {baseline_name(samples)}"
     else:
         grad_fn = soft_gradient_fn(model, arch, task, data.train, batch_size, seed)
-        estimator = "backpropagation"
+        words = get_family(arch).sensor_and_gradient(run["train_config"])  # e.g. the reparameterised gradient
+        estimator = words[1] if words else "backpropagation"
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
     # bootstrap the inverse (signal / trace), which stays finite, then invert its interval
     rng = torch.Generator().manual_seed(seed)

@@ -55,6 +55,14 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def adopted_file_unchanged(run: dict) -> bool:
+    """Whether the checkpoint a record was adopted from (``report.py --adopt``) is still at the path it
+    names, the same file (sha256): a shipped file can be replaced by a better run of another recipe
+    or seed, and the record then describes the file as it was."""
+    source = Path(run.get("adopted_from") or "")
+    return bool(run.get("adopted_from")) and source.is_file() and file_sha256(source) == run.get("adopted_sha256")
+
+
 def write_record(path: Path, record: dict) -> None:
     save_checkpoint(path, record)  # atomic: a kill leaves the old record or the new one
 
