@@ -347,7 +347,7 @@ def _gallery(present, data, task: dict, out: Path) -> bool:
     """Where every attention model looks on the same test canvases (seed 0), as one figure."""
     gallery = fixed_canvas_set(data.test.images[:N_GALLERY], data.test.labels[:N_GALLERY], task["canvas_size"],
                                task["n_clutter"], task["centred_digit"], TEST_SEED)
-    rows = [(g.experiment.label.replace(" (", "\n("),
+    rows = [(g.experiment.label,
              where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
                             gallery.labels, compact=True))
             for g in present if _shows_attention(g) and g.has_weights(0)]

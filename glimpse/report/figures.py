@@ -2,6 +2,7 @@
 glimpses, and where each model looks on the same test canvases."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -12,6 +13,8 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 
 from glimpse.report.measurements import SeedRuns  # noqa: E402
+
+LABEL_WIDTH = 22  # characters per line of a gallery row's label
 
 COLOURS = {"hard": "tab:red", "soft": "tab:blue", "baseline": "tab:grey"}
 STYLES = ["-", "--", ":", "-."]
@@ -108,8 +111,8 @@ def attention_gallery(rows: list[tuple[str, list[np.ndarray]]], labels: np.ndarr
             ax.imshow(np.transpose(picture, (1, 2, 0)))
             ax.set_xticks([])
             ax.set_yticks([])
-            if c == 0:
-                ax.set_ylabel(name, fontsize=9)
+            if c == 0:  # wrapped: a long label would run past the figure's edge
+                ax.set_ylabel(textwrap.fill(name, LABEL_WIDTH, break_on_hyphens=False), fontsize=9)
             if r == 0:
                 ax.set_title(f"digit {labels[c]}", fontsize=9)
     fig.suptitle("Where each model looks, same test canvases (boxes: first step cyan ... last red; "
