@@ -16,7 +16,9 @@ from glimpse.report.measurements import SeedRuns  # noqa: E402
 
 LABEL_WIDTH = 22  # characters per line of a gallery row's label
 
-COLOURS = {"hard": "tab:red", "soft": "tab:blue", "baseline": "tab:grey"}
+# each report group a colour family; its models shades of it, each with a line style, so that no two
+# of a group's lines look alike however many models it holds
+GROUP_COLOURS = {"hard": plt.cm.Reds, "soft": plt.cm.Blues, "baseline": plt.cm.Greys}
 STYLES = ["-", "--", ":", "-."]
 
 
@@ -56,15 +58,17 @@ def learning_curves(groups: list[SeedRuns], seconds_per_epoch: dict[str, float],
     epochs times the seconds per epoch measured side by side in one process (``seconds_per_epoch``
     by experiment name), so that runs that shared the cores with others compare fairly."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    styles = {}
+    sizes = {kind: sum(g.experiment.group == kind for g in groups) for kind in GROUP_COLOURS}
+    seen = dict.fromkeys(GROUP_COLOURS, -1)
     for group in groups:
-        family = group.experiment.group
-        styles[family] = styles.get(family, -1) + 1
-        style = STYLES[styles[family] % len(STYLES)]
+        kind = group.experiment.group
+        seen[kind] += 1
+        colour = GROUP_COLOURS[kind](0.85 - 0.4 * seen[kind] / max(1, sizes[kind] - 1))  # dark to light
+        style = STYLES[seen[kind] % len(STYLES)]
         for i, run in enumerate(group.runs):
             epochs, error = _curve(run, "epoch")
             label = group.experiment.label if i == 0 else None
-            kw = dict(color=COLOURS[family], linestyle=style, alpha=0.85, linewidth=1.4, label=label)
+            kw = dict(color=colour, linestyle=style, alpha=0.9, linewidth=1.4, label=label)
             axes[0].plot(epochs, error, **kw)
             axes[1].plot(epochs * seconds_per_epoch[group.experiment.name] / 60, error, **kw)
     for ax, xlabel in zip(axes, ("epochs", "training minutes (measured speed, 1 process, this machine)")):
