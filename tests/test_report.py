@@ -160,6 +160,8 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     growth_header = "| model | pixels touched, 60x60 |"
     assert row(growth_header, RAM.label)[5] == row("| model | pixels touched | values in |", RAM.label)[3]
     assert row(growth_header, RAM.label)[5] != row(growth_header, "RAM, random glimpses")[5]
+    steady = text.split("on bigger canvases")[1].split("\n")[0]  # says which models' cost stays put, from the table
+    assert RAM.label in steady and "RAM, random glimpses" in steady and FC.label not in steady
     assert "Accuracy against the number of glimpses" not in text and not (out / "glimpse_sweep.png").exists()
     assert f"| {'cuda:0' if torch.cuda.is_available() else 'cpu'} (1 thread) |" in text  # train.py's --device auto
     # the sweep and the estimator runs belong to the short report

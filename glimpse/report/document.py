@@ -130,11 +130,12 @@ def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
 GROWTH_SIZES = (60, 100, 200)
 
 
-def canvas_growth_table(experiments, sizes=GROWTH_SIZES) -> str:
+def canvas_growth_table(experiments, sizes=GROWTH_SIZES) -> tuple[str, list[str]]:
     """Cost per image of each of the report's models, as configured in its runs, on bigger
     canvases, by definition (pixels touched) and by FLOP count, untrained: the 'O(1) per glimpse
-    vs O(input)' claim needs no training to check."""
-    rows = []
+    vs O(input)' claim needs no training to check. Returns the table and the labels of the models
+    whose cost stays put (the same pixels and FLOPs at every size)."""
+    rows, flat = [], []
     for experiment in experiments:
         pixels, flops = [], []
         for size in sizes:
@@ -147,9 +148,11 @@ def canvas_growth_table(experiments, sizes=GROWTH_SIZES) -> str:
             flops.append(flops_per_image(family.name, model, task, batch=2))
         rows.append([experiment.label, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
                      *(_si(f) for f in flops), f"{flops[-1] / flops[0]:.1f}x"])
+        if len(set(pixels)) == 1 and len(set(flops)) == 1:
+            flat.append(experiment.label)
     last = f"{sizes[-1]} / {sizes[0]}"
     return _table(["model", *(f"pixels touched, {n}x{n}" for n in sizes), last,
-                   *(f"FLOPs, {n}x{n}" for n in sizes), last], rows)
+                   *(f"FLOPs, {n}x{n}" for n in sizes), last], rows), flat
 
 
 def build_report(settings: ReportSettings, progress=print) -> Path:
@@ -674,6 +677,9 @@ def _cost_section(r: Measured) -> list[str]:
         if m is not None:
             rows.append([group.experiment.label, _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]),
                          _si(m["flops"]), f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}"])
+    growth, flat = canvas_growth_table([g.experiment for g in r.groups if g.runs])
+    steady = (f"the cost per image of {', '.join(flat)} stays put, the others grow with the canvas" if flat
+              else "every model's cost per image grows with the canvas")
     return [
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",
@@ -688,9 +694,9 @@ def _cost_section(r: Measured) -> list[str]:
         _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], rows),
         "",
         "The same models, configured as in their runs, on bigger canvases (untrained: this needs no "
-        "training): RAM's cost per image stays put, the others grow with the canvas.",
+        f"training): {steady}.",
         "",
-        canvas_growth_table([g.experiment for g in r.groups if g.runs]),
+        growth,
         "",
     ]
 
