@@ -109,6 +109,8 @@ def reinforce_attention_gradient(arch: str, model: nn.Module, env, seed: int, in
     (detached) baseline; K > 1: ``env.num_envs / K`` images, each played K times on one canvas
     from one first location, with the leave-one-out baseline (``--reinforce-samples K``).
     ``indices`` fixes the digits instead. Weights are not changed; no ``.grad`` is written.
+    The reward is the env's (1 when every digit is right): with several digits this is the
+    estimator of ``--reinforce-reward sequence``, not of ``digits``.
     """
     family = get_family(arch)
     params = list(attention_parameters(model, arch).values())

@@ -9,7 +9,7 @@ from glimpse.report.document import HEADLINE_END, HEADLINE_START, update_readme
 from glimpse.report.experiments import by_name
 from glimpse.models import get_family
 
-RAM, DRAW, FC = by_name("ram"), by_name("draw"), by_name("fc")
+RAM, DRAW, FC, RANDOM = by_name("ram"), by_name("draw"), by_name("fc"), by_name("ram-random")
 from glimpse.report.measurements import SeedRuns, time_to_threshold
 from glimpse.checkpoint import load_checkpoint
 from glimpse.benchmark import FRESH_SEED
@@ -143,11 +143,13 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     assert {k: config[k] for k in family.converged_recipe} == family.converged_recipe
     assert load_checkpoint(runs / "fc-seed0" / "best.pt")["train_config"]["epochs"] == FC.epochs
     text = (out / "compare.md").read_text()
-    assert "best-known recipes" in text and f"| {RAM.label} | {family.converged_epochs} | 1 |" in text
+    assert "states a best-known recipe was trained with it" in text
+    assert f"| {RAM.label} | {family.converged_epochs} | 1 |" in text
     ram_row = next(line for line in text.splitlines() if line.startswith(f"| {RAM.label} | {family.converged_epochs}"))
     assert ": converged (" in ram_row or ": not converged (" in ram_row  # the doubling check's verdict
     fc_row = next(line for line in text.splitlines() if line.startswith(f"| {FC.label} | {FC.epochs} |"))
     assert "– (short budget)" in fc_row and "not trained" not in fc_row  # no doubling asked of a short budget
+    assert f"short budgets of the default report: {FC.label}; {RANDOM.label}." in text  # named from the runs
     # the gradient spread is measured on the converged run, with the estimator it trained with
     k = family.converged_recipe["reinforce_samples"]
     assert f"| {RAM.label} | REINFORCE + leave-one-out baseline, K = {k} | " in text

@@ -9,7 +9,8 @@
 
 Without --images the checkpoint's own task is rebuilt on the test digits with a fixed seed: the
 same canvases that train.py reports on. Hard models follow the policy mean by default;
-``--samples M`` averages the class probabilities of M sampled trajectories and says so. The
+``--samples M`` averages the class probabilities of M sampled trajectories (drawn with the std the
+run's schedule ends at, even for a ``best.pt`` saved earlier in the run) and says so. The
 error comes with its 95 % (Wilson) interval, the README's convention. ``--against B`` scores a
 second checkpoint on the same canvases and compares the two canvas by canvas (McNemar's exact
 test): the test behind every "A beats B" in the docs. ``--model module:callable --preset TASK``
@@ -54,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", choices=("test", "val"), default="test",
                         help="without --images: the fixed test set, or the validation set used for model selection")
     parser.add_argument("--samples", type=int, default=0,
-                        help="hard models: average this many sampled trajectories instead of following the policy mean")
+                        help="hard models: average this many sampled trajectories instead of following the policy mean "
+                             "(drawn with the std the run's schedule ends at, --location-std-final)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the sampled trajectories (--samples) and of where the first glimpses fall "
                              "for a model trained with --first-location random")

@@ -462,14 +462,15 @@ def _source(source: str) -> str:
 
 
 def _headline_section(r: Measured) -> list[str]:
+    short = [g.experiment.label for g in r.groups if g.experiment.name not in r.doubling]
     return [
         "## Headline",
         "",
         headline(r.groups, r.measured, r.seconds_per_epoch, r.n_test),
         "",
-        ("The attention models were trained with their best-known recipes for budgets meant to let their "
-         "validation error level off (`--converged`: the budgets, and whether each run did, below); the "
-         "full-image baselines and RAM with random glimpses keep the short budgets of the default report."
+        ("Each model whose family states a best-known recipe was trained with it, for a budget meant to let "
+         "its validation error level off (`--converged`: the budgets, and whether each run did, below)"
+         + (f"; these keep the short budgets of the default report: {'; '.join(short)}." if short else ".")
          if r.settings.converged else
          "The budgets are short (below): this compares the models after minutes of training each, not after "
          "the papers' hundreds of epochs. The shipped checkpoints in `checkpoints/` are longer runs, and "

@@ -6,7 +6,7 @@ are what two CPU cores afford in about an hour for the whole report (far from th
 hundreds of epochs); the full-image baselines cost seconds per epoch and get enough epochs to
 level off. ``report.py --budget 2`` doubles every budget. ``report.py --converged`` trains the
 attention families instead with their best-known recipes until their validation error levels
-off (:func:`converged`: hours each on 2 cores); the baselines keep their budgets.
+off (:func:`converged`: hours each on 2 cores); models whose families state no such recipe keep theirs.
 """
 from __future__ import annotations
 
