@@ -105,8 +105,11 @@ def test_a_family_declares_its_own_options_their_ranges_and_their_help_group(mon
     with pytest.raises(ValueError, match="--reinforce-samples must be at most 64"):
         resolve_config({"mode": "hard", "arch": "dram", "reinforce_samples": 65})
     groups = {g.title: [a.dest for a in g._group_actions] for g in build_parser()._action_groups}
-    assert groups["draw options"] == list(draw.own_options)
-    assert "location_std" in groups["ram, dram options"] and "core" in groups["ram options"]
+    # each option is listed under the families that read it, whichever class declares it
+    assert groups["draw options"] + groups["draw, ram-diff options"] == list(draw.own_options)
+    assert groups["draw, ram-diff options"] == ["attention_into_core"]
+    assert "location_std" in groups["ram, dram, ram-diff options"] and "core" in groups["ram, ram-diff options"]
+    assert "reinforce_samples" in groups["ram, dram options"] and "random_glimpses" in groups["ram options"]
     # two classes may not declare one option
     twin = type("TwinFamily", (type(draw),), {"name": "twin", "own_options": {"read_size": draw.own_options["read_size"]}})
     monkeypatch.setitem(registry._REGISTRY, "twin", twin())

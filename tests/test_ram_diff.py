@@ -68,7 +68,7 @@ def test_the_classification_loss_reaches_the_location_head_through_the_glimpses(
     assert out["locations"].shape == (8, 6, 2) and torch.all(out["locations"][:, 0] == 0)
 
 
-def test_it_is_a_soft_family_with_ram_s_sensor_and_reading_cost():
+def test_it_is_a_soft_family_with_ram_s_sensor_and_a_box_a_pixel_wider():
     family, ram = get_family("ram-diff"), get_family("ram")
     assert family.mode == "soft" and "differentiable retina" in family.title
     task = {"canvas_size": 60, "n_clutter": 4, "centred_digit": False, "glimpse_size": 12, "n_scales": 3,
@@ -77,7 +77,10 @@ def test_it_is_a_soft_family_with_ram_s_sensor_and_reading_cost():
                                                  "glimpse_net": "conv", "location_std": 0.15, "location_std_final": 0,
                                                  "reinforce_into_core": 0.1, "random_glimpses": False,
                                                  "context_size": 0})())
-    assert family.pixels_read(task, {}) == ram.pixels_read(task, ram_config)
+    ram_cost, cost = ram.pixels_read(task, ram_config), family.pixels_read(task, {})
+    assert cost["sensor_values"] == ram_cost["sensor_values"] and cost["input_pixels"] == ram_cost["input_pixels"]
+    # RAM snaps its 48-pixel box to whole pixels; between pixels the same box overlaps 49 a side
+    assert ram_cost["canvas_pixels_touched"] == 6 * 48 * 48 and cost["canvas_pixels_touched"] == 6 * 49 * 49
 
 
 def test_the_deterministic_variant_has_no_std_to_state():

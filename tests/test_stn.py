@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from glimpse.models import get_family
-from glimpse.models.stn import STNConfig, SpatialTransformerClassifier, crop
+from glimpse.models.stn import LocalisationNetwork, STNConfig, SpatialTransformerClassifier, crop
 
 
 def test_output_shapes_and_the_first_crop_is_the_whole_canvas():
@@ -58,4 +58,26 @@ def test_the_family_reports_the_crop_as_a_box_in_pixels():
     assert look.attention.centres.shape == (3, 1, 2) and look.attention.boxes.shape == (3, 1, 1)
     torch.testing.assert_close(look.attention.boxes, torch.full((3, 1, 1), 60.0))
     cost = family.pixels_read({"canvas_size": 60}, model.config.to_dict())
-    assert cost == {"sensor_values": 28 * 28, "canvas_pixels_touched": 3600 + 3136, "input_pixels": 3600}
+    assert cost == {"sensor_values": 28 * 28, "canvas_pixels_touched": 56 * 56 + 4 * 28 * 28, "input_pixels": 3600}
+
+
+@pytest.mark.parametrize("size", [60, 100])
+def test_the_localisation_network_reads_exactly_its_field(size):
+    """Its field, counted in the pixels it reads, is what its output depends on: pixels beyond it
+    change nothing, and the field's last row and column do."""
+    torch.manual_seed(0)
+    net = LocalisationNetwork(size, channels=4, hidden=8).double()
+    torch.nn.init.normal_(net.transform.weight)  # the zero start would hide every dependence
+    field, images = LocalisationNetwork.field(size), torch.rand(1, 1, size, size, dtype=torch.float64)
+    assert field < size
+    outside = images.clone()
+    outside[..., field:, :] = outside[..., :, field:] = 5.0
+    edge_row, edge_column = images.clone(), images.clone()
+    edge_row[..., field - 1, :field] += 5.0
+    edge_column[..., :field, field - 1] += 5.0
+
+    def read(x):
+        centre, scale = net(x)
+        return torch.cat([centre, scale[:, None]], -1)
+    torch.testing.assert_close(read(outside), read(images), rtol=0, atol=0)
+    assert not torch.equal(read(edge_row), read(images)) and not torch.equal(read(edge_column), read(images))

@@ -22,7 +22,11 @@ Evaluation follows the mean, as RAM's does. Honest differences from RAM:
   the core state;
 - the glimpse network's "where" input is detached, as in RAM: the location learns only through
   what the sensor reads there;
-- the first glimpse is at the centre (a random first location is RAM's, not this family's).
+- the first glimpse is at the centre (a random first location is RAM's, not this family's);
+- a box at a fractional origin overlaps one pixel more on each side than RAM's snapped box, so it
+  touches up to (w + 1)^2 canvas pixels where RAM touches w^2;
+- a sampled location is clipped to the canvas, as RAM's env clips it, and the reparameterised
+  gradient of a clipped sample is zero (the gradient of the clipped objective).
 """
 from __future__ import annotations
 
@@ -160,8 +164,9 @@ class RetinaRAMFamily(Family):
         return Attention(locations, widths.to(locations.device).expand(*locations.shape[:2], -1))
 
     def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
-        """As RAM's retina counts them (T * k * g * g values; the canvas under the widest boxes)."""
-        return retina_pixels_read(task, 0)
+        """As RAM's retina counts them (T * k * g * g values; the canvas under the widest boxes),
+        each box one pixel wider: its origin is not snapped to a pixel."""
+        return retina_pixels_read(task, 0, snapped=False)
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.location_policy.mean

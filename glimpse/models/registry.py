@@ -314,8 +314,10 @@ def build_model(arch: str, model_config: dict) -> nn.Module:
 
 
 def declared_options() -> list[tuple[str, dict[str, Option]]]:
-    """The options the registered families declare (``own_options``), grouped by the class that
-    declares them, in registration order: (who reads them, e.g. "ram, dram", {name: Option}).
+    """The options the registered families declare (``own_options``), grouped by the families that
+    read them (those naming the option in ``options``; else those of the declaring class), in
+    registration order: (readers, e.g. "ram, dram", {name: Option}). DRAW declares
+    ``attention_into_core`` and the differentiable retina reads it too: "draw, ram-diff".
     ValueError if two classes declare one name."""
     groups: dict[type, dict[str, Option]] = {}
     for family in _REGISTRY.values():
@@ -328,8 +330,13 @@ def declared_options() -> list[tuple[str, dict[str, Option]]]:
             if name in seen:
                 raise ValueError(f"{cls.__name__} and {seen[name].__name__} both declare the option {name!r}")
             seen[name] = cls
-    readers = lambda cls: ", ".join(f.name for f in _REGISTRY.values() if isinstance(f, cls))  # noqa: E731
-    return [(readers(cls), options) for cls, options in groups.items()]
+    by_readers: dict[str, dict[str, Option]] = {}
+    for cls, options in groups.items():
+        declarers = ", ".join(f.name for f in _REGISTRY.values() if isinstance(f, cls))
+        for name, option in options.items():
+            readers = ", ".join(f.name for f in _REGISTRY.values() if name in f.options) or declarers
+            by_readers.setdefault(readers, {})[name] = option
+    return list(by_readers.items())
 
 
 def families_table() -> str:

@@ -62,7 +62,17 @@ class LocalisationNetwork(nn.Module):
 
     Half-resolution canvas, two 5x5 conv + 2x2 max-pool layers, a hidden layer, then the three
     numbers of the transform. The last layer starts at zero: the first crop is the whole canvas
-    (s = 1, centre 0), and ``tanh`` keeps the centre on the canvas."""
+    (s = 1, centre 0), and ``tanh`` keeps the centre on the canvas.
+
+    Unpadded convolutions and flooring pools leave the last rows and columns unread: it sees the
+    top-left ``field(canvas_size)`` square (56 of 60, 96 of 100). Kept as trained: the shipped
+    checkpoints and the converged report's runs are this network. The crop can still reach there."""
+
+    @staticmethod
+    def field(canvas_size: int) -> int:
+        """Side of the top-left square of the canvas that the output depends on."""
+        used = 2 * ((((canvas_size // 2 - 4) // 2) - 4) // 2)  # rows of the last conv map the last pool reads
+        return 2 * (2 * (used + 4) + 4)  # back through conv, pool, conv and the half-resolution pool
 
     def __init__(self, canvas_size: int, channels: int, hidden: int):
         super().__init__()
@@ -155,10 +165,13 @@ class STNFamily(Family):
         return None, {"train/crop_scale": look.outputs["scale"].detach().mean()}
 
     def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
-        """The localisation network reads every pixel once; the sampler reads at most 4 canvas
-        pixels per crop pixel (bilinear); the classifier receives the c x c crop."""
-        area, c = int(task["canvas_size"]) ** 2, self.config(model_config).crop_size
-        return {"sensor_values": c * c, "canvas_pixels_touched": area + min(area, 4 * c * c), "input_pixels": area}
+        """The localisation network reads its field once (:meth:`LocalisationNetwork.field`); the
+        sampler reads at most 4 canvas pixels per crop pixel (bilinear); the classifier receives the
+        c x c crop."""
+        size, c = int(task["canvas_size"]), self.config(model_config).crop_size
+        seen = LocalisationNetwork.field(size) ** 2
+        return {"sensor_values": c * c, "canvas_pixels_touched": seen + min(size * size, 4 * c * c),
+                "input_pixels": size * size}
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.localisation

@@ -685,9 +685,13 @@ def _cost_section(r: Measured) -> list[str]:
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",
         "Pixels touched: canvas pixels that enter the model's computation, as each family defines it "
-        "(`pixels_read`; a retina, hard or differentiable: those under each glimpse's largest box; DRAW: every "
-        "pixel at every step, its Gaussian filters have full support; a model that sees the whole canvas: "
-        "every pixel once). Values in: numbers the learned part receives. FLOPs: "
+        "(`pixels_read`; a retina: those under each glimpse's largest box, one pixel wider a side where boxes "
+        "fall between pixels, as the differentiable one's do; DRAW: every pixel at every step, its Gaussian "
+        "filters having full support on paper; the Spatial Transformer: its localiser's field once (on 60x60 "
+        "and 100x100 it leaves the last 4 rows and columns unread) plus up to 4 per crop pixel, the sampler's; "
+        "any other model that "
+        "sees the whole canvas: every pixel once, attention over its features adding none). Values in: "
+        "numbers the learned part receives. FLOPs: "
         "`torch.utils.flop_counter` on one forward pass (matrix products and convolutions; see "
         "glimpse/costs.py). Speeds: measured in this process, one model at a time, batch 128 for "
         "training, 500 for evaluation.",
