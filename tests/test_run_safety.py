@@ -337,3 +337,48 @@ def test_resume_refuses_a_step_cap_the_run_has_passed_before_it_starts(tmp_path,
     assert "already at step 3; nothing to train" in capsys.readouterr().err
     assert load_checkpoint(runs / "r" / "last.pt")["step"] == before
 
+
+
+def test_resume_refuses_fewer_epochs_than_the_run_has_trained(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, "--run-dir", str(runs), "--run-name", "r", "--batch-size", "2048", "--epochs", "2"]) == 0
+    before = load_checkpoint(runs / "r" / "last.pt")
+    capsys.readouterr()
+    assert train.main(["--resume", str(runs / "r"), "--epochs", "1"]) == 2
+    assert f"already at step {before['step']}; nothing to train" in capsys.readouterr().err
+    after = load_checkpoint(runs / "r" / "last.pt")
+    assert after["step"] == before["step"] and after["train_config"]["epochs"] == 2
+    assert load_checkpoint(runs / "r" / "best.pt")["train_config"]["epochs"] == 2  # nothing rewritten
+
+
+def test_resume_refuses_data_other_than_the_run_trained_on(tmp_path, capsys):
+    """--data-dir may say where the digits are on this machine, not swap them for others (the
+    bundled subset for full MNIST changes the epoch, the order and the schedule)."""
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, "--run-dir", str(runs), "--run-name", "r", "--max-steps", "3"]) == 0
+    last = load_checkpoint(runs / "r" / "last.pt")
+    last["provenance"]["data_sha256"] = "0" * 64  # as if trained on other digits
+    save_checkpoint(runs / "r" / "last.pt", {k: v for k, v in last.items() if k != "format"})
+    capsys.readouterr()
+    assert train.main(["--resume", str(runs / "r"), "--max-steps", "6"]) == 2
+    assert "was trained on other digits (sha256 0000000000000000...)" in capsys.readouterr().err
+    assert load_checkpoint(runs / "r" / "last.pt")["step"] == 3
+
+
+def test_a_diverged_model_never_overwrites_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
+    """The guard reads the losses on every step that writes last.pt, not only when it logs."""
+    from glimpse.training import hard
+
+    def poisoned_after_two(self, indices, step_seed):
+        loss, metrics = original(self, indices, step_seed)
+        calls.append(1)
+        return (loss * float("nan") if len(calls) > 2 else loss), metrics
+
+    calls, original = [], hard.HardAttentionLearner.loss
+    monkeypatch.setattr(hard.HardAttentionLearner, "loss", poisoned_after_two)
+    args = [*QUICK, "--run-dir", str(tmp_path), "--run-name", "nan", "--max-steps", "8", "--checkpoint-every", "2",
+            "--log-every", "100", "--val-every", "100"]
+    assert train.main(args) == 1
+    assert f"The last good checkpoint is {tmp_path / 'nan' / 'last.pt'}" in capsys.readouterr().err
+    last = load_checkpoint(tmp_path / "nan" / "last.pt")
+    assert last["step"] == 2 and all(torch.isfinite(v).all() for v in last["model_state"].values())

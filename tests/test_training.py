@@ -109,7 +109,7 @@ def test_seeded_runs_reproduce(tmp_path):
 
 def test_resume_after_interruption_continues_exactly(tmp_path, monkeypatch):
     args = ["--preset", "cluttered60", "--max-steps", "12", "--batch-size", "32", "--checkpoint-every", "5",
-            "--val-every", "6"]
+            "--val-every", "6", "--log-every", "5"]
     assert run_train(tmp_path, "whole", *args)[0] == 0
 
     real = loop.batch_indices
@@ -132,6 +132,14 @@ def test_resume_after_interruption_continues_exactly(tmp_path, monkeypatch):
     whole, resumed = (load_checkpoint(r / "last.pt")["history"] for r in (tmp_path / "whole", run))
     assert [h["step"] for h in resumed] == [h["step"] for h in whole] == [6, 12]
     assert [h["val_accuracy"] for h in resumed] == [h["val_accuracy"] for h in whole]
+    # and so do its TensorBoard curves: what was logged at the checkpoint's step is kept, once
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def logged_steps(run_dir):
+        events = EventAccumulator(str(run_dir))
+        events.Reload()
+        return [e.step for e in events.Scalars("losses/total")], [e.step for e in events.Scalars("val/accuracy")]
+    assert logged_steps(run) == logged_steps(tmp_path / "whole") == ([5, 10, 12], [6, 12])
 
 
 def test_resume_refuses_changed_settings(tmp_path, capsys):
@@ -191,7 +199,7 @@ def test_help_states_each_default_once(capsys):
     text = " ".join(capsys.readouterr().out.split())  # unwrap argparse's line breaks
     assert "(default: None)" not in text  # the parser's placeholder, not a real default
     assert "draw options: --read-size READ_SIZE side N of the N x N filterbank read (default: 12) --" in text
-    assert "ram, dram options: --location-std LOCATION_STD" in text  # each family's options under it
+    assert "ram, dram, ram-diff options: --location-std LOCATION_STD" in text  # each family's options under it
     assert "(default: $GLIMPSE_DATA, ./data, download, bundled subset) --run-dir" in text
 
 

@@ -48,7 +48,8 @@ class Callback:
 
 class DivergenceGuard(Callback):
     """Stops the run when the loss became NaN or infinite. The losses are checked on the device and
-    read on the host only when logging or validating, so that a step never waits for the device."""
+    read on the host only when logging or writing a checkpoint, so that a step never waits for the
+    device and a diverged model never overwrites last.pt."""
 
     def __init__(self, run: RunState):
         self.finite = torch.ones((), dtype=torch.bool, device=run.device)
@@ -56,7 +57,7 @@ class DivergenceGuard(Callback):
 
     def after_step(self, run, done, result):
         self.finite = self.finite & torch.isfinite(result.loss.detach())
-        if not (run.is_log_step(done) or run.is_validation_step(done)):
+        if not (run.is_log_step(done) or run.is_checkpoint_step(done)):
             return
         if not bool(distributed.all_reduce_mean(self.finite.to(torch.float32)).item() == 1.0):  # every process
             last = run.run_dir / "last.pt"
@@ -124,7 +125,7 @@ class Checkpoints(Callback):
     """Every --checkpoint-every steps that is not a validation step (which writes it too): last.pt."""
 
     def after_step(self, run, done, result):
-        if run.main and done % run.config.checkpoint_every == 0 and not run.is_validation_step(done):
+        if run.main and run.is_checkpoint_step(done) and not run.is_validation_step(done):
             write_checkpoint(run.run_dir / "last.pt", run.payload(done, with_optimizer=True))
 
 

@@ -93,7 +93,7 @@ class GeneralOptions:
                         ("off", "default", "reduce-overhead", "max-autotune"))
     log_every: int = _opt(50, "steps between scalar logs")
     image_every: int = _opt(500, "steps between TensorBoard images (0: only at validation)")
-    checkpoint_every: int = _opt(200, "steps between checkpoints of the running state (and every epoch)")
+    checkpoint_every: int = _opt(200, "steps between checkpoints of the running state (last.pt; also at every validation)")
     val_every: int = _opt(0, "steps between validations (0: once per epoch)")
     eval_batch_size: int = _opt(500, "batch size for validation and test")
     max_steps: int = _opt(0, "stop after this many steps in all (0: run all epochs); for smoke tests")

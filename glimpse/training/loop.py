@@ -183,6 +183,11 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
     try:
         torch.manual_seed(config.seed)
         data = load_mnist(config.data_dir)
+        trained_on = ((resumed or {}).get("provenance") or {}).get("data_sha256")
+        if trained_on and trained_on != data.digest:  # another --data-dir may move the data, not change it
+            raise ValueError(f"{_last_checkpoint(resume)} was trained on other digits (sha256 {trained_on[:16]}...) "
+                             f"than {data.source} (sha256 {data.digest[:16]}...): give --data-dir the data it "
+                             f"trained on")
         learner = make_learner(config, data, device, rank, world)
         if initial is not None:
             learner.model.load_state_dict(initial)
@@ -206,6 +211,10 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
                 raise CheckpointError(f"{_last_checkpoint(resume)}: its weights or optimiser state do not fit the "
                                       f"model its train_config builds ({said or type(exc).__name__})") from exc
             run.start_step, run.best_val, run.best_step = resumed["step"], resumed["best_val_accuracy"], resumed["best_step"]
+            if run.start_step > run.total_steps:
+                raise ValueError(f"--epochs {config.epochs} ends at step {run.total_steps} ({steps_per_epoch} an "
+                                 f"epoch), and the run in {run_dir} is already at step {run.start_step}; nothing "
+                                 f"to train (give more epochs, or leave --epochs out)")
             run.elapsed = resumed.get("train_seconds", 0.0)
             run.history = list(resumed.get("history", []))
         if world > 1:
@@ -219,7 +228,9 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
                 learner.model, device_ids=[device] if device.type == "cuda" else None,
                 # random glimpses leave the policy unused; a one-glimpse episode the core's recurrent weights
                 find_unused_parameters=config.random_glimpses or config.n_glimpses * config.n_digits == 1)
-        run.logger = RunLogger(run_dir, config, data.source, purge_step=run.start_step) if run.main else NullLogger()
+        # events after the checkpoint's step are dropped (they are logged again); those at it are kept
+        purge = run.start_step + 1 if run.start_step else 0
+        run.logger = RunLogger(run_dir, config, data.source, purge_step=purge) if run.main else NullLogger()
         run.say = (lambda *a: None) if quiet or not run.main else progress_say
     except BaseException:
         if owner is not None:

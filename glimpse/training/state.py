@@ -63,6 +63,10 @@ class RunState:
     def is_validation_step(self, done: int) -> bool:
         return done % self.val_every == 0 or done == self.total_steps
 
+    def is_checkpoint_step(self, done: int) -> bool:
+        """A step after which last.pt is written (every --checkpoint-every steps, and at validations)."""
+        return done % self.config.checkpoint_every == 0 or self.is_validation_step(done)
+
     def seconds(self) -> float:
         """Training seconds so far, earlier sessions of a resumed run included."""
         return self.elapsed + (time.perf_counter() - self.started)
