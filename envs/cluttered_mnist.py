@@ -18,6 +18,7 @@ import torch
 
 from envs.engine import EpisodeEngine, as_tensor
 from envs.spaces import action_space, check_action, observation_space
+from envs.seeding import seed_engine, unchanged_on_error
 from envs.task import GlimpseTask
 
 
@@ -39,12 +40,13 @@ class ClutteredMNISTEnv(gym.Env):
         """Options: ``first_location`` ("random", "centre" or an (x, y) pair), or an explicit
         ``canvas`` ((H, W) uint8) with its ``label`` (one per digit), or a digit ``index`` into the
         split (the first digit of the canvas; the others are drawn from the env's generator)."""
+        with unchanged_on_error(self, self._episodes.generator):
+            return self._reset(seed, dict(options or {}))
+
+    def _reset(self, seed: int | None, options: dict):
         super().reset(seed=seed)
         engine = self._episodes
-        if seed is not None or not self._generator_seeded:  # np_random, seeded by Gymnasium, seeds the engine
-            engine.generator.manual_seed(int(self.np_random.integers(2**62)))
-            self._generator_seeded = True
-        options = dict(options or {})
+        seed_engine(self, engine.generator, seed)
         how = options.pop("first_location", self.task.first_location)
         first = engine.first_locations(1, how if how is None or isinstance(how, str) else _pair(how))
         if "canvas" in options:

@@ -56,7 +56,8 @@ def check_action(action, batch: int | None = None, n_digits: int = 1) -> tuple[n
         raise TypeError(f"action['label'] must be an integer class index, got dtype {label.dtype}")
     if np.any((label < 0) | (label >= N_CLASSES)):
         raise ValueError(f"action['label'] must be in 0..{N_CLASSES - 1}, got {label.min()}..{label.max()}")
-    return location.astype(np.float32, copy=False), label.astype(np.int64, copy=False)
+    # copies: observations and the glimpse path keep these, and a caller may refill one buffer each step
+    return location.astype(np.float32, copy=True), label.astype(np.int64, copy=True)
 
 
 def check_batched_action(action, batch: int, n_digits: int, device: torch.device,
@@ -83,7 +84,7 @@ def check_batched_action(action, batch: int, n_digits: int, device: torch.device
     if tuple(label.shape) != label_shape or label.dtype.is_floating_point or label.dtype == torch.bool:
         raise ValueError(f"action['label'] must be integer class indices of shape {label_shape}, got "
                          f"{label.dtype} {tuple(label.shape)}")
-    return location.to(device, torch.float32), label.to(device, torch.int64)
+    return location.to(device, torch.float32, copy=True), label.to(device, torch.int64, copy=True)
 
 
 def _as_numpy(value) -> np.ndarray:

@@ -23,6 +23,7 @@ from gymnasium.vector.utils import batch_space
 
 from envs.engine import EpisodeEngine, indexed_device
 from envs.spaces import action_space, check_batched_action, observation_space
+from envs.seeding import seed_engine, unchanged_on_error
 from envs.task import GlimpseTask
 
 
@@ -60,11 +61,12 @@ class ClutteredMNISTVectorEnv(VectorEnv):
         or explicit ``images`` (num_envs, H, W) uint8 with ``labels``; ``first_location`` as in
         the single env ("random", "centre", or locations of shape (2,) or (num_envs, 2)).
         Arrays or tensors; tensors already on the env's device are used without a copy."""
+        with unchanged_on_error(self, self.engine.generator):
+            return self._reset(seed, dict(options or {}))
+
+    def _reset(self, seed: int | None, options: dict):
         super().reset(seed=seed)
-        if seed is not None or not self._generator_seeded:  # np_random, seeded by Gymnasium, seeds the engine
-            self.engine.generator.manual_seed(int(self.np_random.integers(2**62)))
-            self._generator_seeded = True
-        options = dict(options or {})
+        seed_engine(self, self.engine.generator, seed)
         n, engine = self.num_envs, self.engine
         first = engine.first_locations(n, options.pop("first_location", self.task.first_location), self.validate)
         if "images" in options:

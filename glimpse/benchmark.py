@@ -19,6 +19,7 @@ module:callable --preset TASK`` is the command line of :func:`score`.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
@@ -28,7 +29,7 @@ import torch
 
 from envs import ClutteredMNISTVectorEnv
 from envs.data import load_mnist
-from envs.engine import canvas_digest, fixed_canvas_set
+from envs.engine import canvas_digest, fixed_canvas_set, indexed_device
 from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
 from glimpse.inference import read_right
 from glimpse.models.hard import retina_pixels_read
@@ -76,6 +77,8 @@ class BenchmarkResult:
     glimpses_per_image: int | None
     pixels_read_per_image: int  # canvas pixels that enter the model per image (context views included)
     model: str = ""
+    task_settings: dict = field(default_factory=dict)  # every setting of the task: a "custom" one rebuilds
+    mnist_subset: bool = False  # scored on the bundled subset's digits, not MNIST's test set
     right: np.ndarray | None = field(default=None, repr=False)  # (n,) bool, for paired tests; not saved
 
     def to_dict(self) -> dict:
@@ -110,13 +113,14 @@ def benchmark_task(task: str | dict) -> tuple[str, dict]:
 
 
 def _canvases(task: dict, split: str, canvas_seed: int | None, data_dir, limit: int | None):
+    """The canvases, their seed and whether the digits are the bundled subset's."""
     data = load_mnist(data_dir)
     canvases, seed = fixed_set(task, data.split(split), split, canvas_seed)
     if limit is not None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         canvases = type(canvases)(canvases.images[:limit], canvases.labels[:limit], canvases.digit_xy[:limit])
-    return canvases, seed
+    return canvases, seed, data.is_subset
 
 
 def summarise(right: np.ndarray, canvases=None) -> dict:
@@ -132,7 +136,22 @@ def summarise(right: np.ndarray, canvases=None) -> dict:
 def _result(name: str, task: dict, split: str, seed: int, canvases, right: np.ndarray, **protocol) -> BenchmarkResult:
     numbers = summarise(right, canvases)
     return BenchmarkResult(BENCHMARK_VERSION, name, split, seed, numbers["set_hash"], numbers["n"], numbers["error"],
-                           numbers["error_interval"], right=right, **protocol)
+                           numbers["error_interval"], right=right, task_settings=dict(task), **protocol)
+
+
+@contextmanager
+def _evaluating(model):
+    """``model`` in eval mode while it is scored, if it is an ``nn.Module`` (its batch norm uses its
+    running statistics, which scoring leaves alone); its mode restored after. A plain function
+    that wraps a module must call ``eval()`` itself."""
+    training = isinstance(model, torch.nn.Module) and model.training
+    if training:
+        model.eval()
+    try:
+        yield
+    finally:
+        if training:
+            model.train()
 
 
 def check_logits(logits, n: int, n_digits: int, device: torch.device) -> torch.Tensor:
@@ -160,21 +179,23 @@ def score(predict: Callable[[torch.Tensor], torch.Tensor], task: str | dict, *, 
     ``predict`` maps a batch of canvases (B, 1, H, W) float in [0, 1] on ``device`` to logits (B, 10),
     or (B, K, 10) for K digits per canvas (a canvas counts as right when every digit is). It reads
     the whole canvas, and the result says so. A wrong shape, dtype or device, or a NaN, is a
-    ValueError naming what was expected; nothing is written."""
+    ValueError naming what was expected; nothing is written. An ``nn.Module`` is scored in eval mode."""
     name, task = benchmark_task(task)
-    device = torch.device(device)
+    device = indexed_device(device)  # "cuda" is "cuda:0", where the canvases and logits are
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    canvases, seed = _canvases(task, split, canvas_seed, data_dir, limit)
+    canvases, seed, subset = _canvases(task, split, canvas_seed, data_dir, limit)
     n_digits = task.get("n_digits", 1)
     right = []
-    for start in range(0, len(canvases), batch_size):
-        images = canvases_to_tensor(canvases.images[start:start + batch_size], device)
-        logits = check_logits(predict(images), len(images), n_digits, device)
-        right.append(read_right(logits.argmax(-1).cpu().numpy(), canvases.labels[start:start + batch_size]))
+    with _evaluating(predict):
+        for start in range(0, len(canvases), batch_size):
+            images = canvases_to_tensor(canvases.images[start:start + batch_size], device)
+            logits = check_logits(predict(images), len(images), n_digits, device)
+            right.append(read_right(logits.argmax(-1).cpu().numpy(), canvases.labels[start:start + batch_size]))
     size = int(task["canvas_size"])
     return _result(name, task, split, seed, canvases, np.concatenate(right), reads="whole canvas",
-                   trajectories_per_image=1, glimpses_per_image=None, pixels_read_per_image=size * size, model=model)
+                   trajectories_per_image=1, glimpses_per_image=None, pixels_read_per_image=size * size, model=model,
+                   mnist_subset=subset)
 
 
 @torch.no_grad()
@@ -185,18 +206,32 @@ def score_agent(agent: Agent, task: str | dict, *, split: str = "test", canvas_s
     per canvas. The benchmark drives the env itself and hands it the fixed canvases through its
     reset options (so a paired test sees the same canvases); the agent gets observations only,
     never the env (whose ``render`` and engine hold whole canvases). Glimpses and pixels per image
-    are counted from the episodes the env plays."""
+    follow from the task (its episode length, and the canvas under each glimpse's widest box). An
+    agent that is an ``nn.Module`` is scored in eval mode."""
     name, task = benchmark_task(task)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    canvases, seed = _canvases(task, split, canvas_seed, data_dir, limit)
+    canvases, seed, subset = _canvases(task, split, canvas_seed, data_dir, limit)
     env_task = {**task, "split": split, "data_dir": data_dir}
+    with _evaluating(agent):
+        right = _play(agent, canvases, env_task, seed, batch_size, device)
+    episode = GlimpseTask(**task)
+    pixels = retina_pixels_read(task, task.get("context_size", 0))["canvas_pixels_touched"]
+    return _result(name, task, split, seed, canvases, right, reads="glimpses", trajectories_per_image=1,
+                   glimpses_per_image=episode.episode_length, pixels_read_per_image=pixels, model=model,
+                   mnist_subset=subset)
+
+
+def _play(agent: Agent, canvases, env_task: dict, seed: int, batch_size: int, device) -> np.ndarray:
+    """(N,) bool: the agent's episodes on the canvases, ``batch_size`` at a time, read right."""
     right, envs = [], {}
     for start in range(0, len(canvases), batch_size):
         images = torch.from_numpy(canvases.images[start:start + batch_size])
         labels = torch.from_numpy(canvases.labels[start:start + batch_size])
         n = len(images)
-        env = envs.setdefault(n, ClutteredMNISTVectorEnv(n, device=device, **env_task))
+        if n not in envs:  # one env per batch size (the last batch may be smaller)
+            envs[n] = ClutteredMNISTVectorEnv(n, device=device, **env_task)
+        env = envs[n]
         # seeded by the batch's place in the set: a task whose first glimpse falls at random draws the
         # same first glimpses every time (the canvases themselves are the fixed set's)
         observation, _ = env.reset(seed=seed + start, options={"images": images.to(env.device),
@@ -208,8 +243,4 @@ def score_agent(agent: Agent, task: str | dict, *, split: str = "test", canvas_s
         if not bool(torch.as_tensor(terminated).all()):
             raise RuntimeError("the env must end every episode after its episode_length steps")
         right.append(torch.as_tensor(reward).cpu().numpy() > 0.5)  # 1 only when every digit is right
-    episode = GlimpseTask(**task)
-    pixels = retina_pixels_read(task, task.get("context_size", 0))["canvas_pixels_touched"]
-    return _result(name, task, split, seed, canvases, np.concatenate(right), reads="glimpses",
-                   trajectories_per_image=1, glimpses_per_image=episode.episode_length,
-                   pixels_read_per_image=pixels, model=model)
+    return np.concatenate(right)

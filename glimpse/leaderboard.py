@@ -100,7 +100,8 @@ def page(scores: dict, results_dir: Path = RESULTS, published: Path = PUBLISHED)
               "## Adding a row",
               "",
               "- **Your own model:** score it with `glimpse.benchmark.score(predict, task)` (a model that reads the "
-              "whole canvas) or `score_agent(agent, task)` (an agent that acts through the env), save the result "
+              "whole canvas) or `score_agent(agent, task)` (an agent that acts through the env; an `nn.Module` "
+              "is scored in eval mode, a function that wraps one calls `eval()` itself), save the result "
               "with `result.save('benchmarks/results/NAME.json')`, and run `python scripts/leaderboard.py --write`. "
               "(`python evaluate.py --model MODULE:CALLABLE --preset TASK --json` prints the same result as its "
               "last line.)",

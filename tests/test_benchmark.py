@@ -132,3 +132,40 @@ def test_an_agent_s_score_repeats_where_the_first_glimpse_falls_at_random():
     a, b = (score_agent(Random(), task, data_dir="bundled", limit=100, batch_size=40) for _ in range(2))
     assert (a.right == b.right).all() and a.task == "custom"
 
+
+
+def test_a_module_is_scored_in_eval_mode_and_left_as_it_was():
+    """Batch norm in training mode would score each batch by its own statistics (the error would
+    depend on the batch size) and move the running ones; the benchmark scores in eval mode."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.BatchNorm2d(1), torch.nn.Flatten(), torch.nn.Linear(60 * 60, 10))
+    net.train()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    errors = [score(net, "cluttered60", data_dir="bundled", limit=LIMIT, batch_size=b).right for b in (7, 200)]
+    assert (errors[0] == errors[1]).all() and net.training
+    assert all(torch.equal(v, net.state_dict()[k]) for k, v in before.items())
+
+
+def test_the_saved_protocol_rebuilds_a_custom_task():
+    custom = {"canvas_size": 40, "n_clutter": 2, "centred_digit": False}
+    result = score(lambda canvases: torch.zeros(len(canvases), 10), custom, data_dir="bundled", limit=20)
+    saved = json.loads(json.dumps(result.to_dict()))
+    assert saved["task"] == "custom" and saved["mnist_subset"] is True
+    again = score(lambda canvases: torch.zeros(len(canvases), 10), saved["task_settings"], data_dir="bundled",
+                  limit=20)
+    assert again.set_hash == result.set_hash
+
+
+def test_an_outside_module_is_found_in_the_current_directory_and_a_broken_one_is_named(tmp_path, monkeypatch, capsys):
+    """As the installed glimpse-evaluate runs: the current directory is not on sys.path."""
+    import sys
+
+    (tmp_path / "mine_here.py").write_text("import torch\n\ndef predict(x):\n    return torch.zeros(len(x), 10)\n")
+    (tmp_path / "broken_here.py").write_text("def predict(x) return x\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    args = ["--preset", "cluttered60", "--data-dir", "bundled", "--limit", "20"]
+    assert evaluate.main(["--model", "mine_here:predict", *args]) == 0
+    capsys.readouterr()
+    assert evaluate.main(["--model", "broken_here:predict", *args]) == 2
+    assert "cannot import broken_here (SyntaxError" in capsys.readouterr().err

@@ -325,3 +325,47 @@ def test_a_location_just_outside_the_square_is_named_to_its_last_digit():
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"up to 1\.00000011920928"):
         env.step({"location": np.array([-1.0000001, 0.0], np.float32), "label": 0})
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_observations_and_the_path_keep_where_they_looked_when_the_action_buffer_is_reused(validate):
+    """A rollout may refill one action buffer each step; what the env returned and records must not
+    change with it."""
+    env = make("glimpse/ClutteredMNIST60-v1")
+    env.reset(seed=0)
+    action, seen = {"location": np.zeros(2, np.float32), "label": np.int64(0)}, []
+    for x in (0.1, 0.2, 0.3):
+        action["location"][:] = x
+        seen.append(env.step(action)[0]["location"])
+    np.testing.assert_allclose([o[0] for o in seen], [0.1, 0.2, 0.3])
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                       data_dir="bundled", validate=validate).unwrapped
+    vec.reset(seed=0)
+    buffer, label, seen = torch.zeros(2, 2), torch.zeros(2, dtype=torch.int64), []
+    for x in (0.1, 0.2, 0.3):
+        buffer.fill_(x)
+        seen.append(vec.step({"location": buffer, "label": label})[0]["location"])
+    torch.testing.assert_close(torch.stack([o[0, 0] for o in seen]), torch.tensor([0.1, 0.2, 0.3]))
+    torch.testing.assert_close(torch.stack([p[0, 0] for p in vec.engine.locations[1:]]), torch.tensor([0.1, 0.2, 0.3]))
+
+
+def test_a_reset_that_fails_changes_nothing():
+    """A bad option, even with a seed, leaves the generators as they were: the next reset draws
+    what it would have drawn had the bad one never been made."""
+    plain, tried = make("glimpse/ClutteredMNIST60-v1"), make("glimpse/ClutteredMNIST60-v1")
+    for env in (plain, tried):
+        env.reset(seed=0)
+    for bad in ({"colour": 1}, {"index": -1}):
+        with pytest.raises(ValueError):
+            tried.reset(seed=5, options=bad)
+    np.testing.assert_array_equal(tried.reset()[0]["glimpse"], plain.reset()[0]["glimpse"])
+
+    def vec():
+        return gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=3, vectorization_mode="vector_entry_point",
+                            data_dir="bundled").unwrapped
+    plain, tried = vec(), vec()
+    for env in (plain, tried):
+        env.reset(seed=0)
+    with pytest.raises(ValueError, match="unknown reset options"):
+        tried.reset(seed=5, options={"colour": 1})
+    torch.testing.assert_close(tried.reset()[0]["glimpse"], plain.reset()[0]["glimpse"])

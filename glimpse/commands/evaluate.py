@@ -94,9 +94,11 @@ def public(result: dict) -> dict:
 
 
 def outside_model(spec: str):
-    """The callable named by ``module:callable`` (a module on the Python path, or a .py file)."""
+    """The callable named by ``module:callable`` (a module on the Python path or in the current
+    directory, or a .py file)."""
     import importlib
     import importlib.util
+    import os
 
     if spec.count(":") != 1 or not all(spec.split(":")):
         raise ValueError(f"--model must be MODULE:CALLABLE, got {spec!r}")
@@ -109,9 +111,12 @@ def outside_model(spec: str):
             module = importlib.util.module_from_spec(loaded)
             loaded.loader.exec_module(module)
         else:
+            # the installed glimpse-evaluate does not look in the current directory, as python does
+            if os.getcwd() not in sys.path and "" not in sys.path:
+                sys.path.append(os.getcwd())
             module = importlib.import_module(where)
-    except ImportError as exc:
-        raise ValueError(f"--model: cannot import {where} ({exc})") from exc
+    except (ImportError, SyntaxError) as exc:
+        raise ValueError(f"--model: cannot import {where} ({type(exc).__name__}: {exc})") from exc
     predict = getattr(module, name, None)
     if not callable(predict):
         raise ValueError(f"--model: {where} has no callable {name!r}")
