@@ -218,7 +218,7 @@ def test_example_agent_sees_on_the_benchmark_what_the_policy_saw_in_training():
 
     example = load_example()
     task = dict(envs.ENV_TASKS[env_id("mnist28")])
-    canvases, _ = _canvases(task, "test", None, "bundled", 40)
+    canvases, *_ = _canvases(task, "test", None, "bundled", 40)
     env = make_flat(env_id("mnist28"), grid=5, stack=6, split="test", data_dir="bundled")
     rewards = []
     for image, label in zip(canvases.images, canvases.labels):
