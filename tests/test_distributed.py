@@ -65,9 +65,11 @@ def test_two_processes_train_what_one_process_trains(tmp_path, mode):
     assert len(list((tmp_path / "two").glob("events.out.tfevents.*"))) == 1  # only rank 0 writes TensorBoard
 
 
-def test_one_glimpse_trains_across_processes(tmp_path):
-    """One glimpse uses neither the policy nor the core's recurrent weights: DDP must be told."""
-    result = torchrun(2, *FAST, "--mode", "hard", "--preset", "mnist28", "--n-glimpses", "1", "--batch-size", "16",
+@pytest.mark.parametrize("unused", [["--n-glimpses", "1"], ["--random-glimpses", "--first-location", "random"]])
+def test_parameters_a_run_leaves_unused_train_across_processes(tmp_path, unused):
+    """One glimpse uses neither the policy nor the core's recurrent weights, random glimpses no
+    policy: the family tells DDP so."""
+    result = torchrun(2, *FAST, "--mode", "hard", "--preset", "mnist28", *unused, "--batch-size", "16",
                       "--max-steps", "2", "--run-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
 

@@ -382,3 +382,16 @@ def test_a_diverged_model_never_overwrites_the_last_good_checkpoint(tmp_path, mo
     assert f"The last good checkpoint is {tmp_path / 'nan' / 'last.pt'}" in capsys.readouterr().err
     last = load_checkpoint(tmp_path / "nan" / "last.pt")
     assert last["step"] == 2 and all(torch.isfinite(v).all() for v in last["model_state"].values())
+
+
+
+def test_a_run_directory_it_cannot_write_in_is_named(tmp_path, monkeypatch, capsys):
+    from glimpse.training import rundir
+
+    def read_only(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(rundir, "open", read_only, raising=False)  # as a directory this user may not write to
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, "--run-dir", str(runs), "--run-name", "r", "--max-steps", "1"]) == 2
+    assert f"cannot write in run directory {runs / 'r'}: Permission denied" in capsys.readouterr().err
+    assert not runs.exists()  # nothing left behind

@@ -149,6 +149,11 @@ def test_resume_refuses_changed_settings(tmp_path, capsys):
     assert "--lr" in capsys.readouterr().err
     # where the data lives on this machine is no setting of the run
     assert train.main(["--resume", str(run), "--data-dir", "bundled", "--max-steps", "4"]) == 0
+    # a setting restated with the run's own value changes nothing; another value is refused
+    assert train.main(["--resume", str(run), "--seed", "0", "--preset", "mnist28", "--max-steps", "5"]) == 0
+    capsys.readouterr()
+    assert train.main(["--resume", str(run), "--seed", "1", "--max-steps", "6"]) == 2
+    assert "cannot change --seed" in capsys.readouterr().err
 
 
 def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
@@ -447,3 +452,14 @@ def test_checkpoint_table_draws_fresh_first_glimpses_for_a_random_first_glimpse(
     row = table.score(tmp_path / "b.pt", None, samples=0)
     assert [seed for canvas_seed, seed, _ in calls if canvas_seed == table.FRESH_SEED] == [0]
     assert "eval_seeds" not in row and "mean of seeds" not in table.table([row], samples=0)
+
+
+def test_pictures_are_drawn_once_a_step_when_a_validation_falls_on_an_image_step(tmp_path):
+    code, run = run_train(tmp_path, "pictures", "--preset", "mnist28", "--max-steps", "6", "--batch-size", "32",
+                          "--image-every", "3", "--val-every", "6")
+    assert code == 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run), size_guidance={"images": 0})
+    events.Reload()
+    assert [e.step for e in events.Images("attention/where_it_looks")] == [3, 6]

@@ -35,7 +35,8 @@ def resumed_config(args) -> TrainConfig:
     check_resumable(path, checkpoint)
     values = dict(checkpoint["train_config"])
     changed = [f.name for f in fields(TrainConfig) if getattr(args, f.name) is not None]
-    refused = [name for name in changed if name not in RESUMABLE_OVERRIDES]
+    # an option the run already has, restated (--seed 0 for a seed-0 run), changes nothing
+    refused = [name for name in changed if name not in RESUMABLE_OVERRIDES and getattr(args, name) != values.get(name)]
     if refused:
         raise ValueError(f"--resume continues a run with its own settings; cannot change "
                          f"{', '.join('--' + n.replace('_', '-') for n in refused)} "

@@ -232,6 +232,12 @@ class Family:
         what else a variant of it is (RAM with random glimpses is a baseline, not RAM)."""
         return self.name
 
+    def leaves_parameters_unused(self, config) -> bool:
+        """Whether a run of training options ``config`` leaves some parameters without a gradient
+        (what DistributedDataParallel must be told): a one-step episode leaves a recurrent core's
+        state-to-state weights unused."""
+        return config.n_glimpses * config.n_digits == 1
+
     def sensor_and_gradient(self, train_config: dict) -> tuple[str, str] | None:
         """For the report's "sensor against gradient" section: what a run of ``train_config`` reads
         and how it learns where to look, in words; None: not a row of that section."""

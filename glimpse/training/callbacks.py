@@ -90,10 +90,12 @@ class ScalarLog(Callback):
 
 
 class Pictures(Callback):
-    """Every --image-every steps (rank 0): where the model looks on the fixed picture canvases."""
+    """Every --image-every steps (rank 0): where the model looks on the fixed picture canvases.
+    A validation step draws them itself (:class:`Validation`), so they are drawn once there."""
 
     def after_step(self, run, done, result):
-        if run.main and run.config.image_every and done % run.config.image_every == 0:
+        if run.main and run.config.image_every and done % run.config.image_every == 0 \
+                and not run.is_validation_step(done):
             run.logger.images(pictures(run.learner, *run.picture_canvases), done)
 
 

@@ -226,8 +226,7 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
             # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
             learner.forward = torch.nn.parallel.DistributedDataParallel(
                 learner.model, device_ids=[device] if device.type == "cuda" else None,
-                # random glimpses leave the policy unused; a one-glimpse episode the core's recurrent weights
-                find_unused_parameters=config.random_glimpses or config.n_glimpses * config.n_digits == 1)
+                find_unused_parameters=learner.family.leaves_parameters_unused(config))
         # events after the checkpoint's step are dropped (they are logged again); those at it are kept
         purge = run.start_step + 1 if run.start_step else 0
         run.logger = RunLogger(run_dir, config, data.source, purge_step=purge) if run.main else NullLogger()

@@ -38,7 +38,11 @@ class RunDirectory:
             self._created = missing
         except OSError as exc:
             raise ValueError(f"cannot create run directory {self.path}: {exc.strerror or exc}") from exc
-        handle = open(self.path / LOCK_NAME, "a+")
+        try:
+            handle = open(self.path / LOCK_NAME, "a+")
+        except OSError as exc:  # a directory this user may not write to
+            self.discard_if_new()
+            raise ValueError(f"cannot write in run directory {self.path}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -41,6 +41,9 @@ class RAMFamily(HardFamily):
     def run_label(self, config) -> str:
         return f"{self.name}-random-glimpses" if config.random_glimpses else self.name
 
+    def leaves_parameters_unused(self, config) -> bool:
+        return config.random_glimpses or super().leaves_parameters_unused(config)  # random glimpses: no policy
+
     def model_config(self, config) -> dict:
         return RAMConfig(
             glimpse_size=config.glimpse_size, n_scales=config.n_scales, n_glimpses=config.n_glimpses,
