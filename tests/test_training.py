@@ -140,6 +140,10 @@ def test_resume_after_interruption_continues_exactly(tmp_path, monkeypatch):
         events.Reload()
         return [e.step for e in events.Scalars("losses/total")], [e.step for e in events.Scalars("val/accuracy")]
     assert logged_steps(run) == logged_steps(tmp_path / "whole") == ([5, 10, 12], [6, 12])
+    # the settings table: at the start, and again where the run resumed
+    events = EventAccumulator(str(run))
+    events.Reload()
+    assert [e.step for e in events.Tensors("hyperparameters/text_summary")] == [0, 11]
 
 
 def test_resume_refuses_changed_settings(tmp_path, capsys):

@@ -19,10 +19,10 @@ def hyperparameter_table(config: TrainConfig, data_source: str) -> str:
 
 class RunLogger:
     def __init__(self, run_dir: Path, config: TrainConfig, data_source: str, purge_step: int = 0):
-        # purge_step drops events a crashed run wrote after its last checkpoint
+        # purge_step drops events a crashed run wrote after its last checkpoint; a resumed run states
+        # its settings again where it resumes (its --epochs, --data-dir or --device may have changed)
         self.writer = SummaryWriter(str(run_dir), purge_step=purge_step or None)
-        if not purge_step:
-            self.writer.add_text("hyperparameters", hyperparameter_table(config, data_source))
+        self.writer.add_text("hyperparameters", hyperparameter_table(config, data_source), purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         for name, value in values.items():
