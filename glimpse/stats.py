@@ -51,6 +51,40 @@ def mcnemar(right_a: np.ndarray, right_b: np.ndarray) -> dict:
     return {"only_a": only_a, "only_b": only_b, "p": p}
 
 
+def paired_over_seeds(rights_a: list[np.ndarray], rights_b: list[np.ndarray]) -> dict:
+    """Exact paired test of two models' runs on the same canvases, several seeds each (seed s of A
+    beside seed s of B; ``rights_*`` one boolean array per seed, one entry per canvas).
+
+    The canvas is the unit: seeds read the same canvases, so pooling them as if they were new
+    canvases would count each hard canvas once per seed and make p too small. Each canvas's
+    difference d = (seeds of A that read it right) - (those of B) is symmetric about 0 when the
+    models' runs do not differ, so the two-sided p is the exact sign-flip probability of a total at
+    least as far from 0 as sum(d). With one seed this is McNemar's exact test (:func:`mcnemar`).
+    ``only_a`` and ``only_b`` count the discordant (canvas, seed) pairs, as pooled tables show them.
+    It tests these runs on these canvases; whether another seed would differ, two seeds cannot say."""
+    if len(rights_a) != len(rights_b) or not rights_a:
+        raise ValueError(f"need the same seeds of both models, got {len(rights_a)} and {len(rights_b)} runs")
+    a = np.stack([np.asarray(r, bool) for r in rights_a])
+    b = np.stack([np.asarray(r, bool) for r in rights_b])
+    if a.shape != b.shape:
+        raise ValueError(f"a paired test needs the same canvases: shapes {a.shape} and {b.shape}")
+    if len(a) == 1:
+        return mcnemar(a[0], b[0])
+    d = a.sum(0).astype(np.int64) - b.sum(0).astype(np.int64)
+    total = int(d.sum())
+    pmf, offset = np.ones(1), 0  # the sign-flip distribution of sum(d), on the integers from -offset
+    for magnitude, count in zip(*np.unique(np.abs(d[d != 0]), return_counts=True)):
+        count, magnitude = int(count), int(magnitude)
+        log_binomial = [math.lgamma(count + 1) - math.lgamma(k + 1) - math.lgamma(count - k + 1) - count * math.log(2)
+                        for k in range(count + 1)]
+        step = np.zeros(2 * magnitude * count + 1)
+        step[::2 * magnitude] = np.exp(log_binomial)  # k flips up: magnitude * (2k - count)
+        pmf, offset = np.convolve(pmf, step), offset + magnitude * count
+    values = np.arange(len(pmf)) - offset
+    p = float(pmf[np.abs(values) >= abs(total)].sum()) if total else 1.0
+    return {"only_a": int((a & ~b).sum()), "only_b": int((b & ~a).sum()), "p": min(1.0, p)}
+
+
 def holm(tests: list[dict]) -> list[dict]:
     """Holm's step-down adjustment of the ``"p"`` of each test (dicts), added as ``"p_holm"``: with
     it, "p_holm < 0.05" holds for the whole family of tests at once (the chance of any false

@@ -282,11 +282,13 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     forty, eighty = right.copy(), right.copy()
     forty[:81] = False
     eighty[100:146] = False
-    runs = lambda r, error: SimpleNamespace(runs=[{}], right=lambda seed: r, test_errors=np.array([error]))  # noqa: E731
+    def runs(r, error, seed=0):
+        return SimpleNamespace(runs=[{}], seeds=[seed], right=lambda index: r, test_errors=np.array([error]))
     check = doubling_check(runs(forty, 0.0159), runs(eighty, 0.0124))
     assert not check["converged"] and check["p"] < 0.01 and check["doubled_error"] == 0.0124
     assert doubling_check(runs(forty, 0.0159), runs(forty, 0.0159))["converged"]
-    assert doubling_check(runs(forty, 0.0159), SimpleNamespace(runs=[])) is None
+    assert doubling_check(runs(forty, 0.0159), SimpleNamespace(runs=[], seeds=[])) is None
+    assert doubling_check(runs(forty, 0.0159, seed=1), runs(eighty, 0.0124)) is None  # seed 0's, not another's
 
 
 def test_time_to_threshold_reads_the_learning_curve():
@@ -374,3 +376,23 @@ def test_the_generated_files_in_the_repository_keep_no_machine_paths():
     found = {str(p.relative_to(root)): re.findall(r"/(?:work|root|home|tmp|Users)/[\w./-]+", text)
              for p, text in texts.items()}
     assert not {name: paths for name, paths in found.items() if paths}
+
+
+def test_paired_tests_pair_runs_by_their_seed_not_their_place():
+    """A missing seed shifts a model's runs: seed 1 of A must still meet seed 1 of B."""
+    from types import SimpleNamespace
+
+    from glimpse.report.measurements import paired_tests
+    from glimpse.stats import paired_over_seeds
+
+    rng = np.random.default_rng(0)
+    right = {seed: rng.random(500) < 0.9 for seed in range(3)}
+
+    def model(name, seeds, shift):
+        return SimpleNamespace(experiment=SimpleNamespace(name=name, label=name), seeds=seeds,
+                               right=lambda index: np.roll(right[seeds[index]], shift))
+    a, b = model("a", [0, 1, 2], 0), model("b", [1, 2], 3)
+    (test,) = paired_tests([a, b])
+    assert test["seeds"] == 2
+    expected = paired_over_seeds([right[1], right[2]], [np.roll(right[1], 3), np.roll(right[2], 3)])
+    assert (test["only_a"], test["only_b"], test["p"]) == (expected["only_a"], expected["only_b"], expected["p"])

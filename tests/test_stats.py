@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from glimpse.stats import format_interval, mcnemar, wilson_interval
+from glimpse.stats import format_interval, mcnemar, paired_over_seeds, wilson_interval
 
 
 def test_wilson_interval_known_values_and_bounds():
@@ -41,3 +41,26 @@ def test_mcnemar_handles_thousands_of_discordant_canvases_and_refuses_unpaired_i
     assert mcnemar(np.r_[np.ones(300, bool), np.zeros(200, bool)], np.r_[np.zeros(300, bool), np.ones(200, bool)])["p"] < 1e-4
     with pytest.raises(ValueError, match="same canvases"):
         mcnemar(np.ones(3, bool), np.ones(4, bool))
+
+
+def test_seeds_on_the_same_canvases_are_not_counted_as_new_canvases():
+    """Two seeds that read exactly alike carry no more evidence than one: pooled as if they were
+    new canvases, McNemar's p would shrink; the canvas-level test keeps it."""
+    rng = np.random.default_rng(0)
+    a, b = rng.random(2000) < 0.9, rng.random(2000) < 0.88
+    one = paired_over_seeds([a], [b])
+    assert one == mcnemar(a, b)  # one seed: McNemar's exact test
+    twice = paired_over_seeds([a, a], [b, b])
+    assert (twice["only_a"], twice["only_b"]) == (2 * one["only_a"], 2 * one["only_b"])  # the pooled counts
+    assert twice["p"] == pytest.approx(one["p"]) and mcnemar(np.r_[a, a], np.r_[b, b])["p"] < one["p"]
+    with pytest.raises(ValueError, match="same seeds"):
+        paired_over_seeds([a, a], [b])
+
+
+def test_the_sign_flip_test_by_hand():
+    """Three canvases, two seeds: differences d = (2, 1, -1), total 2. The 8 sign patterns give
+    totals 4, 2, 2, 0, 0, -2, -2, -4: six of them at least 2 away from 0, p = 6/8."""
+    a = [np.array([True, True, False]), np.array([True, False, False])]
+    b = [np.array([False, False, True]), np.array([False, False, False])]
+    assert paired_over_seeds(a, b) == {"only_a": 3, "only_b": 1, "p": pytest.approx(0.75)}
+    assert paired_over_seeds([np.ones(4, bool)] * 2, [np.ones(4, bool)] * 2)["p"] == 1.0

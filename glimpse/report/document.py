@@ -84,8 +84,9 @@ def _si(x: float) -> str:
 
 
 def _error_cell(errors: np.ndarray, n_test: int) -> str:
-    """Mean ± sd over seeds, and the 95 % Wilson interval of the runs' canvases pooled (the error
-    of a run drawn from this recipe, as far as the test set can tell)."""
+    """Mean ± sd over seeds, and the 95 % Wilson interval of every seed's canvases pooled: how well
+    the test canvases pin down these runs' error. It is not an interval of the recipe's mean over
+    seeds (the seeds read the same canvases, and their spread is the sd beside it)."""
     if len(errors) == 0:
         return "not trained"
     pct = 100 * errors
@@ -392,7 +393,8 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict, n_
         rows.append([e.label, e.group, _error_cell(group.test_errors, n_test), e.paper or "–",
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
                      f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
-    return _table(["model", "kind", "test error % (mean ± sd over seeds; 95 % interval)", "paper %", "pixels touched / image",
+    return _table(["model", "kind", "test error % (mean ± sd over seeds; 95 % interval, seeds pooled)", "paper %",
+                   "pixels touched / image",
                    "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
 
 
@@ -531,7 +533,7 @@ def _runs_section(r: Measured) -> list[str]:
 def _doubling_cell(check: dict | None) -> str:
     if check is None:
         return "not trained"
-    verdict = "level: converged" if check["converged"] else "reads more right: not converged"
+    verdict = "no gain shown: converged" if check["converged"] else "reads more right: not converged"
     return (f"{100 * check['doubled_error']:.2f} %, {verdict} ({check['only_b']} against {check['only_a']} "
             f"canvases, p = {_p(check['p'])})")
 
@@ -540,12 +542,15 @@ def _paired_section(r: Measured) -> list[str]:
     return [
         "## Which differences are real",
         "",
-        f"McNemar's exact test on the {r.n_test:,} test canvases for every pair of models: each run is paired "
+        f"An exact paired test on the {r.n_test:,} test canvases for every pair of models: each run is paired "
         "with the other model's run of the same seed, and only the canvases one reads right and the other "
-        "wrong count. The p-values are also given Holm-adjusted over all the pairs in the table, and the "
+        "wrong count. The canvas is the unit: with one seed this is McNemar's exact test; with several, each "
+        "canvas's difference in the number of seeds that read it right is flipped in sign at random (the "
+        "exact sign-flip test), so a hard canvas counts once, not once per seed. The counts below pool the "
+        "seeds. The p-values are also given Holm-adjusted over all the pairs in the table, and the "
         "verdict uses the adjusted one at 0.05: read a gap between two rows of the headline as real only "
-        "where this table says so. It tests these runs on these canvases; the seed spread above says how "
-        "much another seed could move a model.",
+        "where this table says so. It tests these runs on these canvases, not the recipes: whether another "
+        "seed would differ, two seeds cannot say; their spread above is the hint.",
         "",
         _table(["A", "B", "seeds paired", "A right, B wrong", "B right, A wrong", "p", "p (Holm)", "verdict"],
                _paired_rows(r.tests)) if r.tests else "(fewer than two models trained)",
@@ -581,7 +586,7 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
             f"{worse.label} ({max(t['only_a'], t['only_b'])} to {min(t['only_a'], t['only_b'])}, "
             f"Holm p {p if p.startswith('<') else '= ' + p})")
     said = ("\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
-            + "\n\nEvery other pair of these rows shows no difference." if beats else
+            + "\n\nNo other pair of these rows is shown to differ." if beats else
             "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
             "gradient is shown to matter.")
     return [
@@ -590,12 +595,12 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         "Hard attention differs from soft attention in two ways at once: it reads a few pixels, and it "
         "learns where to look by REINFORCE. These rows separate the two: the same retina learning by "
         "REINFORCE and by backpropagation (its differentiable twin), other soft sensors, and the same "
-        "features with no attention at all. What the measurements say (McNemar with Holm, over every pair "
-        "of the report, for the pairs among these rows):",
+        "features with no attention at all. What the measurements say (the paired tests with Holm, over "
+        "every pair of the report, for the pairs among these rows):",
         "",
         said,
         "",
-        _table(["sensor", "how it learns where to look", "model", "test error % (mean ± sd; 95 % interval)",
+        _table(["sensor", "how it learns where to look", "model", "test error % (mean ± sd; 95 % interval, seeds pooled)",
                 f"fresh canvases (seed {FRESH_SEED}) %", "pixels touched / image", "FLOPs / image", "train img/s",
                 "seeds"], rows),
         "",
@@ -630,7 +635,11 @@ def _gradient_section(r: Measured) -> list[str]:
         f"compare. The interval resamples the minibatches. Each model's estimate is the one its runs "
         f"trained with: for hard attention REINFORCE with the runs' baseline (its noise is the data plus "
         f"the sampled locations), for soft attention backpropagation through the training forward: noise "
-        f"from the data only, and for the reparameterised retina from its sampled locations too.",
+        f"from the data only, and for the reparameterised retina from its sampled locations too. At "
+        f"initialisation the untrained classifier's reward hardly depends on where a hard model looks, so "
+        f"REINFORCE's expected gradient is small there and its ratio large by construction: this table "
+        f"compares the estimators where learning starts, and the REINFORCE baselines below are measured "
+        f"at trained weights.",
         "",
         _table(["model", "estimator", "parameters", "relative variance", "90 % bootstrap interval"], rows)
         if rows else "(no runs)",
@@ -693,8 +702,8 @@ def _cost_section(r: Measured) -> list[str]:
         "sees the whole canvas: every pixel once, attention over its features adding none). Values in: "
         "numbers the learned part receives. FLOPs: "
         "`torch.utils.flop_counter` on one forward pass (matrix products and convolutions; see "
-        "glimpse/costs.py). Speeds: measured in this process, one model at a time, batch 128 for "
-        "training, 500 for evaluation.",
+        "glimpse/costs.py). Speeds: measured in this process, one model at a time, each run's own batch size "
+        "for training, 500 for evaluation.",
         "",
         _table(["model", "pixels touched", "values in", "FLOPs", "train img/s", "eval img/s"], rows),
         "",
@@ -720,7 +729,9 @@ def _training_section(r: Measured) -> list[str]:
         "",
         "Epochs until validation accuracy (5,000 fixed canvases) first reached 90 % and 95 %, averaged over "
         "the seeds that reached it, and the corresponding training time at the speed measured above "
-        "(epochs x seconds per epoch, so that runs that shared the machine compare fairly).",
+        "(epochs x seconds per epoch: the training steps alone, at the speed measured above with this "
+        "report's threads, so that runs that shared the machine with others are not charged for it; "
+        "validation time is left out).",
         "",
         _table(["model", "to 90 % val", "to 95 % val", "best val % (any seed)", "s / epoch"], rows),
         "",

@@ -24,7 +24,7 @@ from glimpse.checkpoint import load_checkpoint
 from glimpse.report.records import adopted_file_unchanged, make_record, record_path, write_record
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
-from glimpse.stats import holm, mcnemar
+from glimpse.stats import holm, mcnemar, paired_over_seeds
 from glimpse.training.config import TrainConfig
 
 THRESHOLDS = (0.90, 0.95)
@@ -42,6 +42,11 @@ class SeedRuns:
     @property
     def test_errors(self) -> np.ndarray:
         return np.array([1.0 - r["test_accuracy"] for r in self.runs])
+
+    @property
+    def seeds(self) -> list[int]:
+        """The training seed of each run, in the order of :attr:`runs`."""
+        return [r["train_config"]["seed"] for r in self.runs]
 
     def is_record(self, index: int) -> bool:
         return "right" in self.runs[index]
@@ -145,21 +150,21 @@ def keep_records(group: SeedRuns, records_dir: Path, canvas_seeds=(None, FRESH_S
 
 
 def paired_tests(groups: list[SeedRuns]) -> list[dict]:
-    """McNemar's exact test for every pair of experiments, on the same fixed test canvases.
+    """An exact paired test for every pair of experiments, on the same fixed test canvases.
 
-    The runs of matching seeds are paired (seed s of A against seed s of B) and their discordant
-    canvases pooled over the seeds both have. The p-values are Holm-adjusted over all the pairs,
-    so "p < 0.05" holds for the whole table at once, not for one row picked from it."""
+    Seed s of A is paired with seed s of B, over the seeds both have; the canvas is the unit
+    (:func:`glimpse.stats.paired_over_seeds`: McNemar's exact test with one seed, its sign-flip
+    generalisation with more). The p-values are Holm-adjusted over all the pairs, so "p < 0.05"
+    holds for the whole table at once, not for one row picked from it."""
     tests = []
     for i, a in enumerate(groups):
         for b in groups[i + 1:]:
-            seeds = [s for s in range(min(len(a.runs), len(b.runs)))
-                     if a.runs[s]["train_config"]["seed"] == b.runs[s]["train_config"]["seed"]]
+            seeds = sorted(set(a.seeds) & set(b.seeds))
             if not seeds:
                 continue
-            right_a = np.concatenate([a.right(s) for s in seeds])
-            right_b = np.concatenate([b.right(s) for s in seeds])
-            tests.append({"a": a.experiment, "b": b.experiment, "seeds": len(seeds), **mcnemar(right_a, right_b)})
+            test = paired_over_seeds([a.right(a.seeds.index(s)) for s in seeds],
+                                     [b.right(b.seeds.index(s)) for s in seeds])
+            tests.append({"a": a.experiment, "b": b.experiment, "seeds": len(seeds), **test})
     return holm(tests)
 
 
@@ -170,8 +175,8 @@ def first_reaching(history: list[dict], threshold: float) -> dict | None:
 
 def late_gain(history: list[dict], share: float = 0.2) -> float | None:
     """How much the best validation accuracy rose over the last ``share`` of a run's epochs (in
-    accuracy, 0.001 = 0.1 point): a run is converged when this is below 0.001. None without a
-    validation before that window."""
+    accuracy, 0.001 = 0.1 point; :func:`converged_by_noise` judges it). None without a validation
+    before that window."""
     if not history:
         return None
     last_epoch = history[-1]["epoch"]
@@ -202,15 +207,17 @@ def converged_by_noise(history: list[dict], n_val: int) -> tuple[bool, float] | 
     return gain <= NOISE_ERRORS * validation_noise(best, n_val), gain
 
 
-def doubling_check(run: SeedRuns, doubled: SeedRuns) -> dict | None:
-    """The seed-0 run against the same recipe trained for twice the epochs, canvas by canvas
-    (McNemar's exact test on the fixed test canvases): converged unless twice the budget reads
-    significantly more right (p < 0.05). None when either run is missing."""
-    if not run.runs or not doubled.runs:
+def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | None:
+    """The ``seed`` run against the same recipe and seed trained for twice the epochs, canvas by
+    canvas (McNemar's exact test on the fixed test canvases): "converged" means twice the budget is
+    not shown to read more right (two-sided p < 0.05 with it ahead), not that it cannot: with one
+    seed a small gain can go unseen. None when either run is missing."""
+    if seed not in run.seeds or seed not in doubled.seeds:
         return None
-    test = mcnemar(run.right(0), doubled.right(0))
+    twice = doubled.seeds.index(seed)
+    test = mcnemar(run.right(run.seeds.index(seed)), doubled.right(twice))
     better = test["only_b"] > test["only_a"] and test["p"] < 0.05
-    return {**test, "converged": not better, "doubled_error": float(doubled.test_errors[0])}
+    return {**test, "converged": not better, "doubled_error": float(doubled.test_errors[twice])}
 
 
 def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:
@@ -284,17 +291,30 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
         words = get_family(arch).sensor_and_gradient(run["train_config"])  # e.g. the reparameterised gradient
         estimator = words[1] if words else "backpropagation"
     grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
-    # bootstrap the inverse (signal / trace), which stays finite, then invert its interval
+    return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
+            "interval": relative_variance_interval(grads, n_bootstrap, seed),
+            "trace": float(grads.var(0, unbiased=True).sum()), "estimator": estimator}
+
+
+def relative_variance_interval(grads: torch.Tensor, n_bootstrap: int = 200, seed: int = 0,
+                               level: float = 0.9) -> tuple[float, float]:
+    """A ``level`` bootstrap interval of :func:`relative_variance` from n gradient estimates (n, d),
+    resampling the estimates. The inverse, signal / trace, is bootstrapped (it stays finite) and
+    its interval inverted; the upper end is inf when the signal is not resolved.
+
+    A resample's own unbiased signal centres on the plug-in ||mean||^2, not on the unbiased
+    estimate, because resampling adds trace / n of noise to the mean once more; so trace / n is
+    subtracted once more in each resample, which centres the interval on the point estimate."""
+    n = grads.shape[0]
     rng = torch.Generator().manual_seed(seed)
     inverse = []
     for _ in range(n_bootstrap):
-        trace, signal = trace_and_signal(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)])
+        trace, signal = trace_and_signal(grads[torch.randint(0, n, (n,), generator=rng)])
         if trace > 0:  # a resample of one repeated minibatch has no spread: it says nothing
-            inverse.append(max(signal, 0.0) / trace)
-    lo_inv, hi_inv = np.quantile(inverse, [0.05, 0.95]) if inverse else (0.0, 0.0)
-    return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
-            "interval": (1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf),
-            "trace": float(grads.var(0, unbiased=True).sum()), "estimator": estimator}
+            inverse.append(max(signal - trace / n, 0.0) / trace)
+    tail = (1 - level) / 2
+    lo_inv, hi_inv = np.quantile(inverse, [tail, 1 - tail]) if inverse else (0.0, 0.0)
+    return 1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf
 
 
 def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_size: int, data_dir: str | None,
