@@ -6,7 +6,8 @@ attention, gated by beta) and reads the context z_t. The class comes from the fi
 On a canvas of K digits the decoder reads them out as a sequence, as Xu et al.'s decoder emits
 words: K blocks of T steps, digit k classified from the state at the end of block k. Reading
 order is about place, which convolution features do not carry, so each cell's feature vector
-then also gets the cell's (x, y) in [-1, 1].
+then also gets the cell's place in the grid, (column, row) spread evenly over [-1, 1] (a positional
+code, not its receptive field's centre on the canvas).
 No training logic here; :func:`doubly_stochastic_penalty` is a pure function the trainer weights.
 """
 from __future__ import annotations
