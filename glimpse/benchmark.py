@@ -29,7 +29,7 @@ import torch
 
 from envs import ClutteredMNISTVectorEnv
 from envs.data import load_mnist
-from envs.engine import canvas_digest, fixed_canvas_set, indexed_device
+from envs.engine import canvas_digest, first_locations, fixed_canvas_set, indexed_device
 from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
 from glimpse.inference import read_right
 from glimpse.models.hard import retina_pixels_read
@@ -213,18 +213,22 @@ def score_agent(agent: Agent, task: str | dict, *, split: str = "test", canvas_s
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     canvases, seed, subset = _canvases(task, split, canvas_seed, data_dir, limit)
     env_task = {**task, "split": split, "data_dir": data_dir}
-    with _evaluating(agent):
-        right = _play(agent, canvases, env_task, seed, batch_size, device)
     episode = GlimpseTask(**task)
+    with _evaluating(agent):
+        right = _play(agent, canvases, env_task, episode.first_location, seed, batch_size, device)
     pixels = retina_pixels_read(task, task.get("context_size", 0))["canvas_pixels_touched"]
     return _result(name, task, split, seed, canvases, right, reads="glimpses", trajectories_per_image=1,
                    glimpses_per_image=episode.episode_length, pixels_read_per_image=pixels, model=model,
                    mnist_subset=subset)
 
 
-def _play(agent: Agent, canvases, env_task: dict, seed: int, batch_size: int, device) -> np.ndarray:
+def _play(agent: Agent, canvases, env_task: dict, first_location: str, seed: int, batch_size: int,
+          device) -> np.ndarray:
     """(N,) bool: the agent's episodes on the canvases, ``batch_size`` at a time, read right."""
     right, envs = [], {}
+    # every canvas's first glimpse is drawn once, from the set's seed, so that a task whose first
+    # glimpse falls at random scores the same at any batch size
+    first = first_locations(torch.Generator().manual_seed(seed), len(canvases), first_location)
     for start in range(0, len(canvases), batch_size):
         images = torch.from_numpy(canvases.images[start:start + batch_size])
         labels = torch.from_numpy(canvases.labels[start:start + batch_size])
@@ -232,10 +236,9 @@ def _play(agent: Agent, canvases, env_task: dict, seed: int, batch_size: int, de
         if n not in envs:  # one env per batch size (the last batch may be smaller)
             envs[n] = ClutteredMNISTVectorEnv(n, device=device, **env_task)
         env = envs[n]
-        # seeded by the batch's place in the set: a task whose first glimpse falls at random draws the
-        # same first glimpses every time (the canvases themselves are the fixed set's)
         observation, _ = env.reset(seed=seed + start, options={"images": images.to(env.device),
-                                                              "labels": labels.to(env.device)})
+                                                              "labels": labels.to(env.device),
+                                                              "first_location": first[start:start + n].to(env.device)})
         if hasattr(agent, "reset"):
             agent.reset(n)
         for _ in range(env.task.episode_length):

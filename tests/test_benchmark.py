@@ -131,6 +131,9 @@ def test_an_agent_s_score_repeats_where_the_first_glimpse_falls_at_random():
             "first_location": "random"}
     a, b = (score_agent(Random(), task, data_dir="bundled", limit=100, batch_size=40) for _ in range(2))
     assert (a.right == b.right).all() and a.task == "custom"
+    # and does not hang on the batch size: each canvas keeps its first glimpse
+    c = score_agent(Random(), task, data_dir="bundled", limit=100, batch_size=100)
+    assert (a.right == c.right).all()
 
 
 
