@@ -64,6 +64,8 @@ def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor
     baseline; the baseline learns from its own squared error alone (also when K > 1, where it
     only serves as a learned estimate to log).
     """
+    # with K digits the mean over digits (the paper sums log p(y_s): K times this weight against
+    # REINFORCE, whose terms are summed over the steps)
     classification = F.cross_entropy(logits.flatten(0, -2), labels.flatten())
     reward = reward.detach().to(log_probs.dtype)
     reward = reward[:, None] if reward.dim() == 1 else reward  # (B, 1) or (B, T-1)

@@ -2,8 +2,9 @@
 from its components.
 
 Parts: a glimpse network ("what" times "where", glimpse_network.py; ``glimpse_combine="sum"`` sums
-them as RAM does, an ablation), two stacked LSTM layers, a
-context network, an emission network and a classifier. The lower layer r1 reads the glimpses and
+them as RAM does, an ablation), two stacked LSTM layers, a context network (``context_size`` > 0;
+with 0, the paper's ablation without one, r2 starts from rest: the 60x60 recipe), an emission
+network, a classifier, and REINFORCE's learned baseline, read from r2. The lower layer r1 reads the glimpses and
 classifies; the upper layer r2 reads r1 and emits the next location; the context network reads a
 coarse view of the whole canvas and sets r2's first state. So the classification loss trains the
 glimpse network, r1 and the classifier only (locations are actions: no gradient path), and
@@ -13,7 +14,8 @@ REINFORCE trains the emission network, r2 and the context network, and, scaled b
 One difference from the paper, kept so that every hard family plays the same episodes: the first
 glimpse falls where the task says (the centre, or at random), not where r2's first state would
 send it; the context still decides the state that glimpse is read into, and so every later
-location. On 100x100 the first glimpse's widest scale (96 pixels) sees nearly the whole canvas.
+location. On 100x100 (12-pixel glimpses, 4 scales) the first glimpse's widest scale (96 pixels)
+sees nearly the whole canvas; on 60x60 (3 scales) it sees the middle 48.
 
 The model is a per-step function (the step protocol of glimpse/models/episodes.py); it holds no
 training logic.

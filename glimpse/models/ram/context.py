@@ -5,6 +5,11 @@ where the digits are.
 Here the first glimpse still falls where the task says (the centre); the context decides the
 state that glimpse is read into, and so every later location. The coarse view comes from the
 environment (the task's ``context_size``), as DRAM's down-sampled input image does.
+
+Unlike DRAM's, RAM's context feeds its only core, which also classifies: the classification loss
+trains this network, and RAM can read digits from the coarse view itself (a 50x50 view of a 100x100
+canvas keeps them legible). DRAM keeps the view from its classifier (r1 never sees r2); so with a
+context network, RAM against DRAM is not a contrast of the glimpses alone.
 """
 from __future__ import annotations
 
