@@ -91,9 +91,12 @@ def test_train_starts_a_context_model_from_one_without_and_evaluate_reads_it(tmp
               "--run-dir", str(tmp_path)]
     assert train.main([*common, "--run-name", "plain"]) == 0
     source = load_checkpoint(tmp_path / "plain" / "best.pt")["model_state"]
-    assert train.main([*common, "--run-name", "context", "--context-size", "20", "--max-steps", "1",
-                       "--init-from", str(tmp_path / "plain" / "best.pt")]) == 0
+    for name in ("context", "context-again"):  # the added network starts from the run's seed: the same twice
+        assert train.main([*common, "--run-name", name, "--context-size", "20", "--max-steps", "1",
+                           "--init-from", str(tmp_path / "plain" / "best.pt")]) == 0
     started = load_checkpoint(tmp_path / "context" / "last.pt")
+    again = load_checkpoint(tmp_path / "context-again" / "last.pt")["model_state"]
+    assert all(torch.equal(again[k], v) for k, v in started["model_state"].items())
     assert started["task"]["context_size"] == 20 and started["model_config"]["context_size"] == 20
     assert "context_size" not in load_checkpoint(tmp_path / "plain" / "best.pt")["task"]
     # one warm-up Adam step moves a weight by about its learning rate: the shared weights came from the source

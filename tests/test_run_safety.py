@@ -384,6 +384,29 @@ def test_a_diverged_model_never_overwrites_the_last_good_checkpoint(tmp_path, mo
     assert last["step"] == 2 and all(torch.isfinite(v).all() for v in last["model_state"].values())
 
 
+@pytest.mark.parametrize("clip", ["5", "0"])
+def test_a_nan_gradient_under_a_finite_loss_never_reaches_last_pt(tmp_path, monkeypatch, capsys, clip):
+    """sqrt at 0 is finite forward and infinite backward: step 4's loss is finite, its update NaN,
+    and step 4 writes last.pt. Caught by the clipped norm (clip 5) or by the weights (clip 0)."""
+    from glimpse.training import hard
+
+    def nan_gradient_at_four(self, indices, step_seed):
+        loss, metrics = original(self, indices, step_seed)
+        calls.append(1)
+        if len(calls) == 4:
+            loss = loss + 0 * torch.sqrt(0 * next(self.model.parameters()).sum())
+        return loss, metrics
+
+    calls, original = [], hard.HardAttentionLearner.loss
+    monkeypatch.setattr(hard.HardAttentionLearner, "loss", nan_gradient_at_four)
+    args = [*QUICK, "--run-dir", str(tmp_path), "--run-name", "nan", "--max-steps", "8", "--checkpoint-every", "2",
+            "--log-every", "100", "--val-every", "100", "--grad-clip", clip]
+    assert train.main(args) == 1
+    assert "became nan or inf at a step between 2 and 3" in capsys.readouterr().err
+    last = load_checkpoint(tmp_path / "nan" / "last.pt")
+    assert last["step"] == 2 and all(torch.isfinite(v).all() for v in last["model_state"].values())
+
+
 
 def test_a_run_directory_it_cannot_write_in_is_named(tmp_path, monkeypatch, capsys):
     from glimpse.training import rundir

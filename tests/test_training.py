@@ -172,7 +172,7 @@ def test_nan_loss_stops_with_a_message(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(hard.HardAttentionLearner, "loss", poisoned)
     code, _ = run_train(tmp_path, "nan", "--preset", "mnist28", "--max-steps", "3", "--batch-size", "32")
     assert code == 1
-    assert "loss became nan" in capsys.readouterr().err
+    assert "became nan or inf" in capsys.readouterr().err
 
 
 def test_annealed_location_std_follows_the_cosine_and_is_logged(tmp_path):
@@ -467,3 +467,25 @@ def test_pictures_are_drawn_once_a_step_when_a_validation_falls_on_an_image_step
     events = EventAccumulator(str(run), size_guidance={"images": 0})
     events.Reload()
     assert [e.step for e in events.Images("attention/where_it_looks")] == [3, 6]
+
+
+def test_images_per_second_leave_out_what_the_callbacks_set_aside(monkeypatch):
+    """A validation inside a logging window is not training time: 40 images in a 10 s window
+    with 6 s of it set aside are 10 images per second, not 4."""
+    from types import SimpleNamespace
+
+    from glimpse.training import callbacks
+    from glimpse.training.state import RunState, StepResult
+
+    clock = iter([0.0, 2.0, 8.0, 10.0])  # the window opens; validation from 2 to 8 s; the log at 10 s
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: next(clock))
+    log = callbacks.ScalarLog()
+    logged = {}
+    run = SimpleNamespace(aside=0.0, is_log_step=lambda done: True, device=torch.device("cpu"), steps_per_epoch=10,
+                          logger=SimpleNamespace(scalars=lambda values, step: logged.update(values)),
+                          show=lambda **values: None)
+    with RunState.set_aside(run):
+        pass
+    metrics = {"losses/total": torch.tensor(1.0), "train/accuracy": torch.tensor(0.5)}
+    log.after_step(run, 1, StepResult(torch.tensor(1.0), metrics, 0.1, {}, 40))
+    assert run.aside == 6.0 and logged["perf/images_per_second"] == 10.0

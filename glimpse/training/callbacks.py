@@ -47,9 +47,10 @@ class Callback:
 
 
 class DivergenceGuard(Callback):
-    """Stops the run when the loss became NaN or infinite. The losses are checked on the device and
-    read on the host only when logging or writing a checkpoint, so that a step never waits for the
-    device and a diverged model never overwrites last.pt."""
+    """Stops the run when the loss, the clipped gradient's norm or, on a checkpoint step, a weight
+    became NaN or infinite (a finite loss can still take a NaN gradient into every weight). They are
+    checked on the device and read on the host only when logging or writing a checkpoint, so that a
+    step never waits for the device and a diverged model never overwrites last.pt."""
 
     def __init__(self, run: RunState):
         self.finite = torch.ones((), dtype=torch.bool, device=run.device)
@@ -57,12 +58,16 @@ class DivergenceGuard(Callback):
 
     def after_step(self, run, done, result):
         self.finite = self.finite & torch.isfinite(result.loss.detach())
+        if "train/grad_norm" in result.metrics:
+            self.finite = self.finite & torch.isfinite(result.metrics["train/grad_norm"])
         if not (run.is_log_step(done) or run.is_checkpoint_step(done)):
             return
+        if run.is_checkpoint_step(done):  # without clipping, the gradient's norm is not computed
+            self.finite = self.finite & torch.stack([torch.isfinite(p).all() for p in run.learner.model.parameters()]).all()
         if not bool(distributed.all_reduce_mean(self.finite.to(torch.float32)).item() == 1.0):  # every process
             last = run.run_dir / "last.pt"
             raise TrainingDiverged(
-                f"loss became nan or inf at a step between {self.checked_until} and {done - 1} (epoch "
+                f"the loss or the weights became nan or inf at a step between {self.checked_until} and {done - 1} (epoch "
                 f"{done / run.steps_per_epoch:.2f}); stopping. "
                 + (f"The last good checkpoint is {last}" if last.exists() else "No checkpoint was written yet")
                 + ": try a lower --lr or --grad-clip.")
@@ -71,10 +76,11 @@ class DivergenceGuard(Callback):
 
 class ScalarLog(Callback):
     """Every --log-every steps: the step's metrics (averaged over processes), the schedules, the
-    learning rate, the epoch and images per second since the last log; the progress bar's postfix."""
+    learning rate, the epoch and images per second since the last log (training only: the time
+    other callbacks set aside is left out); the progress bar's postfix."""
 
     def __init__(self):
-        self.window_start, self.window_images = time.perf_counter(), 0
+        self.window_start, self.window_images, self.window_aside = time.perf_counter(), 0, 0.0
 
     def after_step(self, run, done, result):
         self.window_images += result.images
@@ -83,10 +89,11 @@ class ScalarLog(Callback):
         now = time.perf_counter()
         scalars = mean_over_processes(result.metrics, run.device)
         scalars.update({**result.scheduled, "train/learning_rate": result.lr, "train/epoch": done / run.steps_per_epoch,
-                        "perf/images_per_second": self.window_images / (now - self.window_start)})
+                        "perf/images_per_second": self.window_images / (now - self.window_start
+                                                                         - (run.aside - self.window_aside))})
         run.logger.scalars(scalars, done)
         run.show(loss=f"{scalars['losses/total']:.3f}", acc=f"{scalars['train/accuracy']:.3f}")
-        self.window_start, self.window_images = now, 0
+        self.window_start, self.window_images, self.window_aside = now, 0, run.aside
 
 
 class Pictures(Callback):
@@ -96,7 +103,8 @@ class Pictures(Callback):
     def after_step(self, run, done, result):
         if run.main and run.config.image_every and done % run.config.image_every == 0 \
                 and not run.is_validation_step(done):
-            run.logger.images(pictures(run.learner, *run.picture_canvases), done)
+            with run.set_aside():
+                run.logger.images(pictures(run.learner, *run.picture_canvases), done)
 
 
 class Validation(Callback):
@@ -106,6 +114,10 @@ class Validation(Callback):
     def after_step(self, run, done, result):
         if not run.is_validation_step(done):
             return
+        with run.set_aside():
+            self.validate(run, done)
+
+    def validate(self, run, done):
         if run.main:
             scalars = validate(run.learner, run.val_set, run.config.eval_batch_size)
             accuracy = scalars["val/accuracy"]
@@ -128,7 +140,8 @@ class Checkpoints(Callback):
 
     def after_step(self, run, done, result):
         if run.main and run.is_checkpoint_step(done) and not run.is_validation_step(done):
-            write_checkpoint(run.run_dir / "last.pt", run.payload(done, with_optimizer=True))
+            with run.set_aside():
+                write_checkpoint(run.run_dir / "last.pt", run.payload(done, with_optimizer=True))
 
 
 def mean_over_processes(metrics: dict[str, torch.Tensor], device: torch.device) -> dict[str, float]:

@@ -189,8 +189,8 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
                              f"than {data.source} (sha256 {data.digest[:16]}...): give --data-dir the data it "
                              f"trained on")
         learner = make_learner(config, data, device, rank, world)
-        if initial is not None:
-            learner.model.load_state_dict(initial)
+        if initial is not None:  # a module the source lacks (RAM's context network) keeps its seeded start
+            learner.model.load_state_dict({**learner.model.state_dict(), **initial})
         n_train = len(data.train)
         if n_train < config.batch_size:
             raise ValueError(f"--batch-size {config.batch_size} exceeds the {n_train} training digits")
@@ -270,7 +270,8 @@ def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[
         raise ValueError(f"--init-from {path} holds a {source['kind']} model; this run trains {family.name}")
     own = family.build(family.model_config(config)).state_dict()
     theirs = source["model_state"]
-    # a module the source lacks but the family may add (RAM's context network) starts as built
+    # a module the source lacks but the family may add (RAM's context network) is left to the run's
+    # own seeded model: this one is built before the seed is set
     added = {name: value for name, value in own.items()
              if name not in theirs and name.split(".")[0] in family.added_modules}
     misfit = sorted(name for name in own.keys() | theirs.keys()
@@ -280,7 +281,7 @@ def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[
         raise ValueError(f"--init-from {path}: its weights do not fit this model ({shown}"
                          f"{', ...' if len(misfit) > 3 else ''}); give the options it was trained with "
                          f"(sizes, --core, --glimpse-net, --n-scales, ...)")
-    return {**theirs, **added}, training_stages(source)
+    return theirs, training_stages(source)
 
 
 def _shape(state: dict, name: str) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class RunState:
     history: list = field(default_factory=list)  # one entry per validation, kept in the checkpoints
     started: float = field(default_factory=time.perf_counter)
     postfix: dict = field(default_factory=dict)
+    aside: float = 0.0  # seconds this process spent beside the steps (validation, pictures, checkpoints)
 
     def is_log_step(self, done: int) -> bool:
         return done % self.config.log_every == 0 or done == self.total_steps
@@ -70,6 +72,15 @@ class RunState:
     def seconds(self) -> float:
         """Training seconds so far, earlier sessions of a resumed run included."""
         return self.elapsed + (time.perf_counter() - self.started)
+
+    @contextmanager
+    def set_aside(self):
+        """Time spent in the block is not training: images per second leave it out."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.aside += time.perf_counter() - start
 
     def show(self, **values: str) -> None:
         """Update the progress bar's postfix (loss, accuracy, best validation)."""
