@@ -30,7 +30,7 @@ import torch
 from envs import TASKS
 from envs.data import DataError, load_mnist
 from envs.engine import fixed_canvas_set
-from glimpse.cli import fail, markdown_table
+from glimpse.cli import check_threads, fail, interruptible, markdown_table
 from glimpse.models import list_families
 from glimpse.speed import (TRAINING_PHASES, env_steps_per_second, eval_images_per_second, matmul_gflops,
                            parallel_training_speed, training_flops_per_image, training_speed)
@@ -64,6 +64,7 @@ def int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one repetition instead of three")
@@ -81,14 +82,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="which families' training to time: attention (default), all (with the no-attention "
                              "controls) or comma-separated names")
     parser.add_argument("--no-families", action="store_true", help="only the env and the RAM 28x28 rows")
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead", "max-autotune"),
                         help="time training compiled in this torch.compile mode (train.py --compile); "
                              "compiling happens in untimed warm-up steps")
     args = parser.parse_args(argv)
     try:
-        if args.threads < 0:
-            raise ValueError(f"--threads must be >= 0, got {args.threads}")
+        check_threads(args.threads, zero_means_default=True)
         if args.processes < 0 or 128 % max(1, args.processes):
             raise ValueError(f"--processes must divide the batch of 128, got {args.processes}")
         device = distributed.resolve_device(args.device)

@@ -59,8 +59,9 @@ def describe_provenance(payload: dict) -> str:
     origin = payload.get("provenance")
     if not origin:
         return "provenance: not recorded (trained before checkpoints recorded it)"
-    return (f"trained at commit {origin['commit']} with torch {origin['torch']} on {origin['device']}; "
-            f"data sha256 {origin['data_sha256'][:16]}...")
+    known = {key: origin.get(key) or "not recorded" for key in ("commit", "torch", "device", "data_sha256")}
+    return (f"trained at commit {known['commit']} with torch {known['torch']} on {known['device']}; "
+            f"data sha256 {known['data_sha256'][:16]}...")
 
 
 def training_stages(payload: dict) -> list[dict]:
@@ -102,6 +103,8 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a folder: give a checkpoint file in it (best.pt, last.pt)")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:

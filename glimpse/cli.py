@@ -1,9 +1,61 @@
-"""Shared command-line conventions: a bad input is one line on stderr and exit code 2."""
+"""Shared command-line conventions: a bad input is one line on stderr and exit code 2; Ctrl-C is
+one line and exit code 130."""
 from __future__ import annotations
 
+import functools
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 BAD_INPUT = 2
+INTERRUPTED = 130
+MAX_THREADS = 1024  # far beyond any machine; torch's thread pool crashes the process (not an error) on absurd counts
+
+
+def interruptible(main):
+    """Decorates a command's ``main(argv)``: Ctrl-C ends it with one line on stderr and exit code
+    130, not a traceback. (Commands with something to resume say more themselves.)"""
+    @functools.wraps(main)
+    def wrapped(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print("\ninterrupted", file=sys.stderr)
+            return INTERRUPTED
+    return wrapped
+
+
+def check_threads(threads: int, zero_means_default: bool = False) -> int:
+    """``threads`` for ``--threads`` (0 allowed where it means torch's default); ValueError otherwise."""
+    low = 0 if zero_means_default else 1
+    if not low <= threads <= MAX_THREADS:
+        raise ValueError(f"--threads must be between {low} and {MAX_THREADS}, got {threads}")
+    return threads
+
+
+def npz_path(path: Path) -> Path:
+    """``path`` for an ``--out`` .npz: a file name ending in .npz (numpy would add the suffix
+    silently), not a directory; ValueError otherwise."""
+    if not str(path) or path.suffix != ".npz" or path.is_dir():
+        raise ValueError(f"--out must name a .npz file, got {str(path)!r}")
+    return path
+
+
+def write_npz(path: Path, **arrays) -> None:
+    """The arrays, compressed, to ``path`` in one step: written beside it and renamed over it, so
+    an interrupted write leaves no torn file and an existing one as it was."""
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            np.savez_compressed(file, **arrays)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
 def markdown_table(header, rows, pad: bool = False) -> str:

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import torch
 
+from envs.data import DataError
 from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED
 from glimpse.evaluation import canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
-from glimpse.checkpoint import load_checkpoint, training_stages
+from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
 from glimpse import leaderboard
-from glimpse.cli import option_flags, replace_block
+from glimpse.cli import check_threads, fail, interruptible, option_flags, replace_block
 from glimpse.stats import format_interval, holm, mcnemar
 
 ROOT = Path(__file__).resolve().parents[1]  # the clone whose checkpoints/, README.md and docs/ this writes
@@ -197,10 +198,12 @@ def update_readme(readme: Path, text: str) -> None:
     replace_block(readme, README_START, README_END, text)
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
+    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints",
+                        help="the folder of checkpoints to score (its *.pt)")
     parser.add_argument("--samples", type=int, default=10,
                         help="also score hard models averaging this many sampled trajectories (0: skip)")
     parser.add_argument("--write", action="store_true", help="write the scores to checkpoints/scores.json "
@@ -214,8 +217,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep every score and paired test of the scores file; rebuild only each row's command "
                              "from its checkpoint's record (after options are renamed); needs no data")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    try:
+        return _score_and_write(args)
+    except (ValueError, DataError, CheckpointError, OSError) as exc:
+        return fail(exc)
+
+
+def _score_and_write(args) -> int:
+    torch.set_num_threads(check_threads(args.threads))
+    if args.samples < 0:
+        raise ValueError(f"--samples must be >= 0, got {args.samples}")
+    if not args.checkpoints.is_dir():
+        raise ValueError(f"--checkpoints {args.checkpoints} is not a folder")
     paths = sorted(args.checkpoints.glob("*.pt"))
+    if not paths:
+        raise ValueError(f"--checkpoints {args.checkpoints} holds no *.pt")
     if args.commands_only:
         scores = json.loads(SCORES.read_text())
         for row in scores["rows"]:

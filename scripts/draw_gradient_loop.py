@@ -17,26 +17,28 @@ import sys
 
 import torch
 
-from glimpse.cli import fail
+from glimpse.cli import check_threads, fail, interruptible
 from envs.data import DataError, load_mnist
 from glimpse.gradient_noise import soft_minibatch
 from glimpse.models import get_family, list_families
 from glimpse.checkpoint import CheckpointError, load_model
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a DRAW checkpoint (best.pt or last.pt of a run)")
     parser.add_argument("--attention-into-core", type=float, nargs="+", default=[1.0, 0.1],
                         help="shares of the attention gradient let into the state, each in [0, 1]")
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=128, help="images per minibatch")
     parser.add_argument("--batches", type=int, default=10, help="how many minibatches")
     parser.add_argument("--seed", type=int, default=0, help="minibatch i is drawn from seed + i")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
     try:
-        for name in ("batch_size", "batches", "threads"):
+        check_threads(args.threads)
+        for name in ("batch_size", "batches"):
             if getattr(args, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
         if any(not 0 <= s <= 1 for s in args.attention_into_core):

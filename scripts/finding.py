@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from glimpse.cli import fail
+from glimpse.cli import check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.finding import DEFAULT_RADIUS, NoAttention, localise_checkpoint
 from glimpse.checkpoint import CheckpointError
@@ -83,25 +83,27 @@ def print_table(results: list[dict], radius: float) -> None:
               f"{percent(r['error_when_not_found'])} | {percent(r['share_of_errors_not_found'])} |")
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, nargs="+",
                         help="checkpoints of attention families (several: a summary table)")
     parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,
                         help="pixels from the digit's centre that count as looking at it (the digit is 28x28)")
-    parser.add_argument("--split", choices=("test", "val"), default="test")
+    parser.add_argument("--split", choices=("test", "val"), default="test", help="which fixed canvases")
     parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")
     parser.add_argument("--canvas-seed", type=int, default=None,
                         help="fresh canvases of the split's digits drawn from this seed, as evaluate.py --canvas-seed")
-    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--batch-size", type=int, default=500, help="canvases per forward pass")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     parser.add_argument("--json", action="store_true",
                         help="make the last line of stdout JSON: an object (a list of them for several checkpoints)")
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        return fail(ValueError(f"--threads must be >= 1, got {args.threads}"))
-    torch.set_num_threads(args.threads)
+    try:
+        torch.set_num_threads(check_threads(args.threads))
+    except ValueError as exc:
+        return fail(exc)
     results = []
     for checkpoint in args.checkpoint:
         try:

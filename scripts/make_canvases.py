@@ -17,14 +17,13 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from envs.engine import fixed_canvas_set
 from envs.data import SPLITS, DataError, load_mnist
 from envs.task import TASKS, GlimpseTask
-from glimpse.cli import fail
+from glimpse.cli import fail, interruptible, npz_path, write_npz
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(TASKS), default="cluttered60", help="the task's canvas recipe")
@@ -38,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.seed < 0:
             raise ValueError(f"--seed must be >= 0, got {args.seed}")
+        npz_path(args.out)
         if args.limit is not None and args.limit < 1:
             raise ValueError(f"--limit must be >= 1, got {args.limit}")
         task = GlimpseTask(**TASKS[args.preset])
@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         images, labels = digits.images[:args.limit], digits.labels[:args.limit]
         canvases = fixed_canvas_set(images, labels, task.canvas_size, task.n_clutter,
                                     task.centred_digit, args.seed, task.n_digits)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(args.out, images=canvases.images, labels=canvases.labels)
+        write_npz(args.out, images=canvases.images, labels=canvases.labels)
     except (ValueError, DataError, OSError) as exc:
         return fail(exc)
     print(f"{len(canvases.labels)} {args.preset} canvases of the {args.split} digits, seed {args.seed}: {args.out}")

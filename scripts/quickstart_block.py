@@ -21,16 +21,21 @@ import tempfile
 import time
 from pathlib import Path
 
-from glimpse.cli import replace_block
+from glimpse.cli import fail, interruptible, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- quickstart:start -->", "<!-- quickstart:end -->"
 
 
 def run_quickstart(data_dir: str) -> list[str]:
+    """The last lines of the quickstart's output; ValueError with train.py's own message if it failed."""
     with tempfile.TemporaryDirectory() as runs:
-        out = subprocess.run([sys.executable, "train.py", "--data-dir", data_dir, "--run-dir", runs],
-                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        done = subprocess.run([sys.executable, "train.py", "--data-dir", data_dir, "--run-dir", runs],
+                              cwd=ROOT, capture_output=True, text=True)
+        if done.returncode:
+            said = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["no message"]
+            raise ValueError(f"train.py exited {done.returncode}: {said[0]}")
+        out = done.stdout
         lines = [line for line in out.splitlines() if line.strip()][-4:]
         return [re.sub(r"\d{8}-\d{6}", "DATE-TIME", line.replace(runs, "runs").replace(data_dir, "DIR"))
                 for line in lines]
@@ -48,12 +53,16 @@ def block(lines: list[str]) -> str:
                       f"the machine was doing, and another CPU or torch build may round differently.)"])
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", required=True, help="a folder holding MNIST/raw (full MNIST)")
     parser.add_argument("--write", action="store_true", help="replace README.md's quickstart block")
     args = parser.parse_args(argv)
-    text = block(run_quickstart(os.path.abspath(args.data_dir)))
+    try:
+        text = block(run_quickstart(os.path.abspath(args.data_dir)))
+    except ValueError as exc:
+        return fail(exc)
     print(text)
     if args.write:
         replace_block(ROOT / "README.md", START, END, text)

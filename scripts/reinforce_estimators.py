@@ -20,11 +20,12 @@ import torch
 
 from envs.data import DataError
 from glimpse.checkpoint import CheckpointError, load_model
-from glimpse.cli import fail, markdown_table
+from glimpse.cli import check_threads, fail, interruptible, markdown_table
 from glimpse.gradient_noise import reinforce_estimator_noise
 from glimpse.models import get_family
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a checkpoint of a hard-attention family (REINFORCE)")
@@ -40,9 +41,11 @@ def main(argv: list[str] | None = None) -> int:
             counts = [int(k) for k in args.samples.split(",") if k.strip()]
         except ValueError:
             raise ValueError(f"--samples must be comma-separated integers, got {args.samples!r}") from None
-        if not counts or min(counts) < 1 or args.batches < 2 or args.batch_size < 1 or args.threads < 1:
-            raise ValueError("--samples must be >= 1, --batches >= 2, --batch-size >= 1 and --threads >= 1")
-        torch.set_num_threads(args.threads)
+        if not counts or min(counts) < 1 or args.batches < 2 or args.batch_size < 1 or args.seed < 0:
+            raise ValueError("--samples must be >= 1, --batches >= 2, --batch-size >= 1 and --seed >= 0")
+        if max(counts) > 1000:  # as evaluate.py's --samples: each is a batch of that many episodes per image
+            raise ValueError(f"--samples must be at most 1000 trajectories per image, got {max(counts)}")
+        torch.set_num_threads(check_threads(args.threads))
         model, payload = load_model(args.checkpoint)
         if not get_family(payload["kind"]).learns_by_reinforce:
             raise ValueError(f"{args.checkpoint} is a {payload['kind']} checkpoint; REINFORCE estimators need hard attention")

@@ -29,6 +29,24 @@ def test_fresh_canvases_follow_the_recipe_and_evaluate_reads_them(tmp_path, caps
     assert make_canvases.main(["--seed", "-1", "--out", str(out), "--data-dir", "bundled"]) == 2
 
 
+def test_an_out_that_is_no_npz_file_is_refused_and_a_failed_write_keeps_the_old_file(tmp_path, capsys, monkeypatch):
+    common = ["--seed", "7", "--data-dir", "bundled", "--limit", "20"]
+    for out in ("", str(tmp_path), str(tmp_path / "fresh")):  # numpy would have written ..npz, a dir's .npz, fresh.npz
+        assert make_canvases.main([*common, "--out", out]) == 2
+        assert "--out must name a .npz file" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    out = tmp_path / "fresh.npz"
+    assert make_canvases.main([*common, "--out", str(out)]) == 0
+    kept = out.read_bytes()
+
+    def interrupted(file, **arrays):
+        file.write(b"half an archive")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(np, "savez_compressed", interrupted)
+    assert make_canvases.main([*common, "--out", str(out)]) == 130
+    assert out.read_bytes() == kept and [p.name for p in tmp_path.iterdir()] == ["fresh.npz"]
+
+
 def test_training_digit_canvases_for_the_generalisation_gap(tmp_path):
     """--split train --limit N: the first N training digits, each once, in the test recipe."""
     from envs.data import load_mnist

@@ -224,7 +224,8 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
 
 
 @pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],
-                                 ["--budget", "0"], ["--grad-batches", "1"], ["--estimators", "1"], ["--estimators", "x"]])
+                                 ["--budget", "0"], ["--grad-batches", "1"], ["--estimators", "1"], ["--estimators", "x"],
+                                 ["--threads", "100000"], ["--readme", "/nonexistent/README.md"]])
 def test_report_bad_options_exit_2(bad, tmp_path, capsys):
     assert report.main(["--runs", str(tmp_path), "--out", str(tmp_path / "out"), *bad]) == 2
     assert "error" in capsys.readouterr().err

@@ -28,11 +28,10 @@ from pathlib import Path
 
 import torch
 
-from glimpse.cli import fail
+from glimpse.cli import check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.evaluation import compare_checkpoints, evaluate_checkpoint
 from glimpse.checkpoint import CheckpointError
-from glimpse.training.config import MAX_THREADS
 from glimpse.training.distributed import resolve_device
 
 MAX_SAMPLES = 1000  # --samples: sampled trajectories averaged per canvas
@@ -99,6 +98,7 @@ def outside_model(spec: str):
     import importlib
     import importlib.util
     import os
+    import traceback
 
     if spec.count(":") != 1 or not all(spec.split(":")):
         raise ValueError(f"--model must be MODULE:CALLABLE, got {spec!r}")
@@ -115,8 +115,12 @@ def outside_model(spec: str):
             if os.getcwd() not in sys.path and "" not in sys.path:
                 sys.path.append(os.getcwd())
             module = importlib.import_module(where)
-    except (ImportError, SyntaxError) as exc:
-        raise ValueError(f"--model: cannot import {where} ({type(exc).__name__}: {exc})") from exc
+    except ValueError:
+        raise
+    except Exception as exc:  # the user's module failed while importing: say where, in one line
+        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        at = f" at {frame.filename}:{frame.lineno}" if frame and not isinstance(exc, (ImportError, SyntaxError)) else ""
+        raise ValueError(f"--model: cannot import {where} ({type(exc).__name__}: {exc}{at})") from exc
     predict = getattr(module, name, None)
     if not callable(predict):
         raise ValueError(f"--model: {where} has no callable {name!r}")
@@ -136,18 +140,20 @@ def score_outside_model(args, device) -> int:
     result = score(outside_model(args.model), args.preset, split=args.split, canvas_seed=args.canvas_seed,
                    device=device, batch_size=args.batch_size, data_dir=args.data_dir, limit=args.limit,
                    model=args.model)
-    low, high = result.error_interval
-    print(f"{args.model} on {result.split} canvases of {result.task} (benchmark v{result.benchmark}, seed "
-          f"{result.canvas_seed}, hash {result.set_hash}): error {100 * result.error:.2f} % (95 % interval "
-          f"{100 * low:.2f}-{100 * high:.2f}), n={result.n}; reads the whole canvas")
-    summary = result.to_dict()
-    if args.against is not None:
+    other = None
+    if args.against is not None:  # before anything is printed: a refusal leaves stdout empty
         other = evaluate_checkpoint(args.against, split=args.split, data_dir=args.data_dir, seed=args.seed,
                                     batch_size=args.batch_size, canvas_seed=args.canvas_seed, limit=args.limit,
                                     device=device, per_canvas=True, progress=False)
         if len(other["right"]) != result.n or other["canvas_hash"] != result.set_hash:
             raise ValueError(f"{args.against} reads other canvases than --preset {args.preset}: a paired test "
                              f"needs the same canvases")
+    low, high = result.error_interval
+    print(f"{args.model} on {result.split} canvases of {result.task} (benchmark v{result.benchmark}, seed "
+          f"{result.canvas_seed}, hash {result.set_hash}): error {100 * result.error:.2f} % (95 % interval "
+          f"{100 * low:.2f}-{100 * high:.2f}), n={result.n}; reads the whole canvas")
+    summary = result.to_dict()
+    if other is not None:
         test = mcnemar(result.right, other["right"])
         print(f"against {Path(args.against).name}: error {100 * other['error']:.2f} %; canvas by canvas "
               f"{test['only_a']} read right only by {args.model}, {test['only_b']} only by {args.against}; "
@@ -159,13 +165,15 @@ def score_outside_model(args, device) -> int:
     return 0
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if (args.checkpoint is None) == (args.model is None):
             raise ValueError("give --checkpoint (a lab checkpoint) or --model MODULE:CALLABLE (any model), one of them")
-        if not 1 <= args.threads <= MAX_THREADS:
-            raise ValueError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
+        check_threads(args.threads)
+        if args.canvas_seed is not None and not 0 <= args.canvas_seed < 2**63:  # for --model too
+            raise ValueError(f"--canvas-seed must be >= 0 and below 2**63, got {args.canvas_seed}")
         if not 0 <= args.seed < 2**32:  # as train.py's --seed
             raise ValueError(f"--seed must be >= 0 and below 2**32, got {args.seed}")
         if args.samples > MAX_SAMPLES:

@@ -30,9 +30,10 @@ from pathlib import Path
 
 import torch
 
-from glimpse.cli import fail
-from envs.data import DataError
-from glimpse.report.document import ReportSettings, adopt_checkpoint, build_report, keep_record, update_readme
+from glimpse.cli import check_threads, fail
+from envs.data import DataError, load_mnist
+from glimpse.report.document import (HEADLINE_END, HEADLINE_START, ReportSettings, adopt_checkpoint, build_report,
+                                     keep_record, update_readme)
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
                                        doubled, sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, train_missing
@@ -128,7 +129,8 @@ def check(args) -> None:
         args.estimators = ",".join(map(str, ESTIMATOR_SAMPLES))
     args.glimpses = _counts("--glimpses", args.glimpses, 1, "")
     args.estimators = _counts("--estimators", args.estimators, 2, " (1 is the learned baseline, always trained)")
-    for name in ("seeds", "jobs", "threads", "grad_batches", "speed_steps"):
+    check_threads(args.threads)
+    for name in ("seeds", "jobs", "grad_batches", "speed_steps"):
         if getattr(args, name) < (2 if name == "grad_batches" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'grad_batches' else 1}")
     if args.seeds > MAX_SEEDS:
@@ -136,15 +138,21 @@ def check(args) -> None:
     if not (math.isfinite(args.budget) and 0 < args.budget <= MAX_BUDGET) or args.max_steps < 0:
         raise ValueError(f"--budget must be a number above 0 and at most {MAX_BUDGET}, and --max-steps >= 0 "
                          f"(got --budget {args.budget}, --max-steps {args.max_steps})")
-    for flag, path in (("--runs", args.runs), ("--records", args.records)):
+    for flag, path in (("--runs", args.runs), ("--records", args.records), ("--out", args.out)):
         if path.exists() and not path.is_dir():
             raise ValueError(f"{flag} {path} is a file, not a directory")
+    if args.readme is not None:  # checked before the work, not after it
+        text = args.readme.read_text() if args.readme.is_file() else None
+        if text is None or HEADLINE_START not in text or HEADLINE_END not in text:
+            raise ValueError(f"--readme {args.readme}: {'no such file' if text is None else 'it has no headline block'} "
+                             f"(the report writes between {HEADLINE_START} and {HEADLINE_END})")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check(args)
+        load_mnist(args.data_dir)  # the report reads the digits: a bad --data-dir stops it before it trains or writes
         torch.set_num_threads(args.threads)
         settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
                                   speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
@@ -168,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)
     except KeyboardInterrupt:
+        print("\ninterrupted: finished runs and their records are kept; the same command goes on from there",
+              file=sys.stderr)
         return 130
     print(f"report: {path}")
     return 0

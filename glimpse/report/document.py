@@ -236,8 +236,9 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
     that the report reads it and ``--train`` does not train it again. Returns the run's name.
     ValueError when no wanted run has its recipe (the closest is named), or that run exists already."""
     payload = load_checkpoint(checkpoint)
-    if "test_accuracy" not in payload:
-        raise ValueError(f"--adopt {checkpoint}: not a finished run (it holds no test accuracy)")
+    if "test_accuracy" not in payload or "train_config" not in payload:
+        raise ValueError(f"--adopt {checkpoint}: not a finished run of train.py (it holds no "
+                         f"{'test accuracy' if 'test_accuracy' not in payload else 'train_config'})")
     if len(training_stages(payload)) > 1:
         raise ValueError(f"--adopt {checkpoint}: trained in {len(training_stages(payload))} stages; the report's runs "
                          f"are one run each")

@@ -13,6 +13,7 @@ import re
 from dataclasses import InitVar, asdict, dataclass, field, fields, make_dataclass
 
 from envs.task import TASKS, GlimpseTask
+from glimpse.cli import MAX_THREADS
 from glimpse.models import default_family, get_family, list_families
 from glimpse.models.registry import MODES, Family, declared_options, drop_removed
 
@@ -20,7 +21,6 @@ from glimpse.models.registry import MODES, Family, declared_options, drop_remove
 ARCH_ALIASES = {"soft_arch": "soft", "full_arch": "full"}
 PRESETS = TASKS
 MAX_BATCH = 60_000  # MNIST's training digits: no batch can be larger (the loaded split is checked too)
-MAX_THREADS = 1024
 MAX_NAME_BYTES = 200  # --run-name: file systems take 255 bytes per name
 MAX_HIDDEN = 8192  # --hidden-size: the recipes use 256
 # Options of earlier versions whose experiments are over (their findings are in docs/), with the

@@ -1,0 +1,51 @@
+"""What every command line promises: a bad input is one line on stderr and exit code 2, Ctrl-C is
+one line and exit code 130, and neither leaves a traceback."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from glimpse.cli import interruptible
+from glimpse.commands import evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys):
+    @interruptible
+    def main(argv=None):
+        raise KeyboardInterrupt
+    assert main([]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
+@pytest.mark.parametrize("name,argv,message", [
+    ("checkpoint_table", ["--checkpoints", "/nonexistent"], "--checkpoints /nonexistent is not a folder"),
+    ("checkpoint_table", ["--threads", "0"], "--threads must be between 1 and 1024"),
+    ("finding", ["--checkpoint", "checkpoints/ram-cluttered60.pt", "--threads", "100000"], "--threads must be between"),
+    ("reinforce_estimators", ["--checkpoint", "checkpoints/ram-cluttered60.pt", "--seed", "-1"], "--seed >= 0"),
+    ("make_mnist_subset", ["--data-dir", "/nonexistent", "--out", ""], "--out must name a .npz file"),
+    ("quickstart_block", ["--data-dir", "/nonexistent"], "train.py exited 2: error: no MNIST in /nonexistent"),
+])
+def test_scripts_refuse_bad_input_in_one_line(name, argv, message, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert script(name).main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_model_module_that_fails_to_import_is_named_with_its_line(tmp_path, capsys):
+    module = tmp_path / "broken.py"
+    module.write_text("import math\nx = 1 / 0\n\ndef predict(canvases):\n    return canvases\n")
+    assert evaluate.main(["--model", f"{module}:predict", "--preset", "cluttered60", "--data-dir", "bundled",
+                          "--limit", "10"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot import {module} (ZeroDivisionError: division by zero at {module}:2)" in err
+    assert "Traceback" not in err
