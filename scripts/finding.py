@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         torch.set_num_threads(check_threads(args.threads))
+        if not 0 <= args.seed < 2**32:  # as evaluate.py's --seed
+            raise ValueError(f"--seed must be >= 0 and below 2**32, got {args.seed}")
     except ValueError as exc:
         return fail(exc)
     results = []

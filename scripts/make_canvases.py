@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     args = parser.parse_args(argv)
     try:
-        if args.seed < 0:
-            raise ValueError(f"--seed must be >= 0, got {args.seed}")
+        if not 0 <= args.seed < 2**63:  # what the generators take
+            raise ValueError(f"--seed must be >= 0 and below 2**63, got {args.seed}")
         npz_path(args.out)
         if args.limit is not None and args.limit < 1:
             raise ValueError(f"--limit must be >= 1, got {args.limit}")

@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     reference = results[0]["trace"] * results[0]["seconds_per_batch"]
     rows = [("learned baseline" if r["samples"] == 1 else f"leave-one-out, K = {r['samples']}", f"{r['trace']:.4g}",
              f"{r['trace_interval'][0]:.4g} to {r['trace_interval'][1]:.4g}", f"{1000 * r['seconds_per_batch']:.1f}",
-             f"{r['trace'] * r['seconds_per_batch'] / reference:.2f}") for r in results]
+             f"{r['trace'] * r['seconds_per_batch'] / reference:.2f}" if reference > 0 else "-") for r in results]
     print(f"{args.checkpoint}: {args.batches} minibatches of {args.batch_size} images, {torch.get_num_threads()} threads")
+    if reference == 0:  # every sampled reward alike (a trained model on a few images): nothing to compare
+        print(f"K = {counts[0]} shows no variance on these minibatches: no ratio (more --batches or --batch-size)")
     print(markdown_table(("baseline", "total variance per minibatch", "90 % bootstrap interval", "ms per minibatch",
                           f"variance x time, relative to K = {counts[0]}"), rows, pad=True))
     return 0

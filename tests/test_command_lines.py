@@ -31,6 +31,8 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys):
     ("checkpoint_table", ["--threads", "0"], "--threads must be between 1 and 1024"),
     ("finding", ["--checkpoint", "checkpoints/ram-cluttered60.pt", "--threads", "100000"], "--threads must be between"),
     ("reinforce_estimators", ["--checkpoint", "checkpoints/ram-cluttered60.pt", "--seed", "-1"], "--seed >= 0"),
+    ("finding", ["--checkpoint", "checkpoints/ram-cluttered60.pt", "--seed", "-1"], "--seed must be >= 0"),
+    ("make_canvases", ["--seed", str(2**64), "--out", "x.npz"], "--seed must be >= 0 and below 2**63"),
     ("make_mnist_subset", ["--data-dir", "/nonexistent", "--out", ""], "--out must name a .npz file"),
     ("quickstart_block", ["--data-dir", "/nonexistent"], "train.py exited 2: error: no MNIST in /nonexistent"),
 ])
