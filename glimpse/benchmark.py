@@ -170,6 +170,21 @@ def check_logits(logits, n: int, n_digits: int, device: torch.device) -> torch.T
     return logits
 
 
+def _check_batch_independent(predict, images: torch.Tensor, logits: torch.Tensor, n_digits: int, device) -> None:
+    """ValueError unless ``predict`` gives (to rounding) the same log-probabilities for the batch's
+    canvases read in two halves: a score must not depend on --batch-size."""
+    half = len(images) // 2
+    if half == 0:
+        return
+    parts = [check_logits(predict(part), len(part), n_digits, device) for part in (images[:half], images[half:])]
+    again = torch.cat(parts).log_softmax(-1)
+    if not torch.allclose(logits.log_softmax(-1), again, atol=1e-3, rtol=1e-3):
+        moved = float((logits.log_softmax(-1) - again).abs().max())
+        raise ValueError(f"the model's answers depend on the batch they come in (log-probabilities moved by up to "
+                         f"{moved:.3g} when its first batch was read in two halves): a batch norm in training mode? "
+                         f"Call eval() on the module inside the function")
+
+
 @torch.no_grad()
 def score(predict: Callable[[torch.Tensor], torch.Tensor], task: str | dict, *, split: str = "test",
           canvas_seed: int | None = None, device: str | torch.device = "cpu", batch_size: int = 500,
@@ -179,7 +194,9 @@ def score(predict: Callable[[torch.Tensor], torch.Tensor], task: str | dict, *, 
     ``predict`` maps a batch of canvases (B, 1, H, W) float in [0, 1] on ``device`` to logits (B, 10),
     or (B, K, 10) for K digits per canvas (a canvas counts as right when every digit is). It reads
     the whole canvas, and the result says so. A wrong shape, dtype or device, or a NaN, is a
-    ValueError naming what was expected; nothing is written. An ``nn.Module`` is scored in eval mode."""
+    ValueError naming what was expected; nothing is written. An ``nn.Module`` is scored in eval mode;
+    a model whose answers depend on the batch they come in (a wrapped batch norm left in training
+    mode, say) is a ValueError, checked on the first batch read again in two halves."""
     name, task = benchmark_task(task)
     device = indexed_device(device)  # "cuda" is "cuda:0", where the canvases and logits are
     if batch_size < 1:
@@ -191,6 +208,8 @@ def score(predict: Callable[[torch.Tensor], torch.Tensor], task: str | dict, *, 
         for start in range(0, len(canvases), batch_size):
             images = canvases_to_tensor(canvases.images[start:start + batch_size], device)
             logits = check_logits(predict(images), len(images), n_digits, device)
+            if start == 0:
+                _check_batch_independent(predict, images, logits, n_digits, device)
             right.append(read_right(logits.argmax(-1).cpu().numpy(), canvases.labels[start:start + batch_size]))
     size = int(task["canvas_size"])
     return _result(name, task, split, seed, canvases, np.concatenate(right), reads="whole canvas",

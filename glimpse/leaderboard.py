@@ -17,6 +17,8 @@ import csv
 import json
 from pathlib import Path
 
+from envs.task import BENCHMARK_VERSION
+from glimpse.benchmark import TEST_SEED
 from glimpse.cli import markdown_table
 from glimpse.stats import format_interval
 
@@ -51,16 +53,39 @@ def lab_rows(scores: dict) -> list[dict]:
     return rows
 
 
-def result_rows(directory: Path) -> list[dict]:
-    rows = []
+def not_comparable(result: dict, full_sets: dict[str, int]) -> str | None:
+    """Why a saved result cannot stand beside the lab's rows of its task, or None: it must be scored
+    on this benchmark version's fixed test canvases (MNIST's test digits, the test seed), all of them."""
+    if result["benchmark"] != BENCHMARK_VERSION:
+        return f"benchmark v{result['benchmark']}, not v{BENCHMARK_VERSION}"
+    if result["split"] != "test" or result["canvas_seed"] != TEST_SEED:
+        return (f"scored on {result['split']} canvases of seed {result['canvas_seed']}; the board's are the fixed "
+                f"test canvases (seed {TEST_SEED})")
+    if result.get("mnist_subset"):
+        return "scored on the bundled subset's digits, not MNIST's test set"
+    full = full_sets.get(result["task"])
+    if full is not None and result["n"] != full:
+        return f"{result['n']:,} canvases, not the task's {full:,} (a --limit?)"
+    return None
+
+
+def result_rows(directory: Path, full_sets: dict[str, int] | None = None) -> list[dict]:
+    """The saved results' rows; ValueError naming each file that does not compare (and why)."""
+    rows, refused = [], []
     for path in sorted(directory.glob("*.json")):
         r = json.loads(path.read_text())
+        why = not_comparable(r, full_sets or {})
+        if why:
+            refused.append(f"{path.name}: {why}")
+            continue
         errors = round(r["error"] * r["n"])
         read = "whole canvas" if r["reads"] == "whole canvas" else f"{r['glimpses_per_image']} glimpses"
         rows.append({"model": r.get("model") or path.stem, "task": r["task"], "error": 100 * r["error"],
                      "cell": f"{100 * r['error']:.2f} ({format_interval(errors, r['n'])})", "fresh": "-",
                      "protocol": f"benchmark v{r['benchmark']}, {r['n']:,} {r['split']} canvases (hash "
                                  f"{r['set_hash']}), {r['trajectories_per_image']} trajectory, {read}"})
+    if refused:
+        raise ValueError("results that do not compare with the board's: " + "; ".join(refused))
     return rows
 
 
@@ -72,7 +97,9 @@ def published_rows(path: Path) -> list[list[str]]:
 
 
 def page(scores: dict, results_dir: Path = RESULTS, published: Path = PUBLISHED) -> str:
-    measured = lab_rows(scores) + result_rows(results_dir)
+    lab = lab_rows(scores)
+    full_sets = {task_of(row["checkpoint"], row["kind"]): row["n"] for row in scores["rows"]}
+    measured = lab + result_rows(results_dir, full_sets)
     tasks = [t for t in TASKS if any(r["task"] == t for r in measured)]
     tasks += sorted({r["task"] for r in measured} - set(tasks))
     parts = [
@@ -100,11 +127,16 @@ def page(scores: dict, results_dir: Path = RESULTS, published: Path = PUBLISHED)
               "## Adding a row",
               "",
               "- **Your own model:** score it with `glimpse.benchmark.score(predict, task)` (a model that reads the "
-              "whole canvas) or `score_agent(agent, task)` (an agent that acts through the env; an `nn.Module` "
-              "is scored in eval mode, a function that wraps one calls `eval()` itself), save the result "
+              "whole canvas) or `score_agent(agent, task)` (an agent that acts through the env: `reset(n)` before "
+              "n episodes, if it has one, then `act(observation)` each step, returning `{\"location\": (n, 2) in "
+              "[-1, 1], \"label\": (n,)}`, judged at the last step; `examples/sb3_ppo.py` is one). An `nn.Module` is "
+              "scored in eval mode; a function that wraps one calls `eval()` itself, and one whose answers depend "
+              "on the batch is refused. Save the result "
               "with `result.save('benchmarks/results/NAME.json')`, and run `python scripts/leaderboard.py --write`. "
               "(`python evaluate.py --model MODULE:CALLABLE --preset TASK --json` prints the same result as its "
-              "last line.)",
+              "last line.) The page takes only results on the task's fixed test canvases, all of them, of MNIST's "
+              "test digits (no `--limit`, `--split val`, `--canvas-seed` or bundled subset); it refuses the "
+              "others by name.",
               "- **A published number:** add a line to `benchmarks/published.csv` with its source; write "
               "`unknown` in any protocol column the source does not settle.",
               ""]

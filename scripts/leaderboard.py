@@ -8,14 +8,19 @@ The work is glimpse/leaderboard.py's; this is its command line.
 import argparse
 import sys
 
+from glimpse.cli import fail, interruptible
 from glimpse.leaderboard import PAGE, write
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="write the page instead of checking it")
     args = parser.parse_args(argv)
-    fresh = write(check_only=not args.write)
+    try:
+        fresh = write(check_only=not args.write)
+    except ValueError as exc:
+        return fail(exc)
     print(f"{PAGE.name}: {'up to date' if fresh else ('written' if args.write else 'out of date (--write)')}")
     return 0 if fresh or args.write else 1
 

@@ -102,9 +102,20 @@ def test_the_leaderboard_page_is_generated_from_the_files_and_up_to_date(tmp_pat
     assert leaderboard.task_of("ram-diff-cluttered60.pt", "ram-diff") == "cluttered60"
     with pytest.raises(ValueError, match="named ram-TASK.pt"):
         leaderboard.task_of("sat-cluttered60.pt", "ram")
-    # a saved result becomes a row of its task
+    # a saved result on the bundled digits, 50 canvases, is refused by name and why
     result = score(lambda x: torch.zeros(len(x), 10), "cluttered60", data_dir="bundled", limit=50, model="zeros")
     result.save(tmp_path / "zeros.json")
+    with pytest.raises(ValueError, match="zeros.json: scored on the bundled subset's digits"):
+        leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
+    saved = json.loads((tmp_path / "zeros.json").read_text())
+    (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False}))
+    with pytest.raises(ValueError, match="zeros.json: 50 canvases, not the task's 10,000"):
+        leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
+    (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "canvas_seed": 7}))
+    with pytest.raises(ValueError, match="of seed 7; the board's are the fixed test canvases"):
+        leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
+    # one on the whole fixed set (as full MNIST gives it) becomes a row of its task
+    (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "n": 10_000}))
     page = leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
     row = next(line for line in page.splitlines() if line.startswith("| zeros |"))
     assert f"{100 * result.error:.2f} (" in row and result.set_hash in row
@@ -172,3 +183,16 @@ def test_an_outside_module_is_found_in_the_current_directory_and_a_broken_one_is
     capsys.readouterr()
     assert evaluate.main(["--model", "broken_here:predict", *args]) == 2
     assert "cannot import broken_here (SyntaxError" in capsys.readouterr().err
+
+
+def test_a_function_whose_answers_depend_on_the_batch_is_refused():
+    """A function that wraps a batch norm in training mode scores differently at each batch size:
+    the benchmark refuses it rather than print a number that hangs on --batch-size."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 5, stride=4), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                              torch.nn.LazyLinear(10))
+    net(torch.zeros(2, 1, 60, 60))
+    with pytest.raises(ValueError, match="depend on the batch they come in"):
+        score(lambda canvases: net(canvases), "cluttered60", data_dir="bundled", limit=64, batch_size=32)
+    net.eval()  # the same function with the module in eval mode is scored
+    assert score(lambda canvases: net(canvases), "cluttered60", data_dir="bundled", limit=64, batch_size=32).n == 64
