@@ -51,3 +51,16 @@ def test_a_model_module_that_fails_to_import_is_named_with_its_line(tmp_path, ca
     err = capsys.readouterr().err
     assert f"cannot import {module} (ZeroDivisionError: division by zero at {module}:2)" in err
     assert "Traceback" not in err
+
+
+def test_an_outside_model_is_named_and_warned_about_the_bundled_digits(tmp_path, capsys):
+    import json
+
+    module = tmp_path / "zeros.py"
+    module.write_text("import torch\n\ndef predict(canvases):\n    return torch.zeros(len(canvases), 10)\n")
+    assert evaluate.main(["--model", f"{module}:predict", "--name", "all zeros", "--preset", "cluttered60",
+                          "--data-dir", "bundled", "--limit", "20", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out.splitlines()[-1])["model"] == "all zeros"
+    assert "bundled subset's digits" in err
+    assert evaluate.main(["--checkpoint", str(ROOT / "checkpoints" / "ram-cluttered60.pt"), "--name", "x"]) == 2

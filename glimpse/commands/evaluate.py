@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "on --preset's canvases (glimpse.benchmark.score)")
     parser.add_argument("--preset", default=None, help="with --model: the task whose canvases it reads "
                                                         "(cluttered60, cluttered100, ...)")
+    parser.add_argument("--name", default=None, help="with --model: the model's name in the result (and on the "
+                                                     "leaderboard; default MODULE:CALLABLE)")
     parser.add_argument("--against", metavar="CHECKPOINT",
                         help="also score this checkpoint on the same canvases, with the same options, and test "
                              "canvas by canvas whether the two differ (McNemar's exact test)")
@@ -139,7 +141,7 @@ def score_outside_model(args, device) -> int:
         raise ValueError("--model scores the benchmark's canvases: --images and --samples are for checkpoints")
     result = score(outside_model(args.model), args.preset, split=args.split, canvas_seed=args.canvas_seed,
                    device=device, batch_size=args.batch_size, data_dir=args.data_dir, limit=args.limit,
-                   model=args.model)
+                   model=args.name or args.model)
     other = None
     if args.against is not None:  # before anything is printed: a refusal leaves stdout empty
         other = evaluate_checkpoint(args.against, split=args.split, data_dir=args.data_dir, seed=args.seed,
@@ -152,6 +154,9 @@ def score_outside_model(args, device) -> int:
     print(f"{args.model} on {result.split} canvases of {result.task} (benchmark v{result.benchmark}, seed "
           f"{result.canvas_seed}, hash {result.set_hash}): error {100 * result.error:.2f} % (95 % interval "
           f"{100 * low:.2f}-{100 * high:.2f}), n={result.n}; reads the whole canvas")
+    if result.mnist_subset:
+        print("warning: the canvases hold the bundled subset's digits, not MNIST's test set: this error does not "
+              "compare with the papers' or the leaderboard's", file=sys.stderr)
     summary = result.to_dict()
     if other is not None:
         test = mcnemar(result.right, other["right"])
@@ -171,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if (args.checkpoint is None) == (args.model is None):
             raise ValueError("give --checkpoint (a lab checkpoint) or --model MODULE:CALLABLE (any model), one of them")
+        if args.name is not None and args.model is None:
+            raise ValueError("--name names the result of a --model (a checkpoint is named by its file)")
         check_threads(args.threads)
         if args.canvas_seed is not None and not 0 <= args.canvas_seed < 2**63:  # for --model too
             raise ValueError(f"--canvas-seed must be >= 0 and below 2**63, got {args.canvas_seed}")
