@@ -397,3 +397,18 @@ def test_paired_tests_pair_runs_by_their_seed_not_their_place():
     assert test["seeds"] == 2
     expected = paired_over_seeds([right[1], right[2]], [np.roll(right[1], 3), np.roll(right[2], 3)])
     assert (test["only_a"], test["only_b"], test["p"]) == (expected["only_a"], expected["only_b"], expected["p"])
+
+
+def test_ctrl_c_during_report_training_stops_the_report_and_says_it_resumes(tmp_path, monkeypatch, capsys):
+    """Ctrl-C reaches the training runs too; a run that stopped on it is interrupted, not failed."""
+    import subprocess
+
+    from glimpse.report import runs
+
+    monkeypatch.setattr(runs.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 130))
+    with pytest.raises(KeyboardInterrupt):
+        runs.train_missing([runs.RunRequest(FC, 0, 1)], tmp_path)
+    assert "fc-seed0: interrupted" in capsys.readouterr().err
+    assert report.main(["--train", "--models", "fc", "--seeds", "1", "--runs", str(tmp_path), "--out",
+                        str(tmp_path / "out"), "--data-dir", "bundled", "--glimpses", "", "--estimators", ""]) == 130
+    assert "the same command goes on from there" in capsys.readouterr().err

@@ -7,6 +7,7 @@ interrupted run (a ``last.pt`` but no finished ``best.pt``) is resumed, not rest
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -112,6 +113,9 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
             path = os.pathsep.join(p for p in (GLIMPSE_PARENT, os.environ.get("PYTHONPATH")) if p)
             result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
         minutes = (time.perf_counter() - start) / 60
+        if result.returncode in (130, -signal.SIGINT):  # Ctrl-C reached the run too: it stopped at a checkpoint
+            tell(f"[report] {request.name}: interrupted after {minutes:.1f} min; it resumes where it stopped")
+            raise KeyboardInterrupt
         if result.returncode != 0:
             failed.append(request.name)
             tell(f"[report] {request.name}: failed after {minutes:.1f} min, see {log_path}")
