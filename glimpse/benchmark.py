@@ -18,6 +18,7 @@ module:callable --preset TASK`` is the command line of :func:`score`.
 """
 from __future__ import annotations
 
+import base64
 import json
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,7 @@ from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
 from glimpse.inference import read_right
 from glimpse.models.hard import retina_pixels_read
 from glimpse.models.registry import canvases_to_tensor
-from glimpse.stats import wilson_interval
+from glimpse.stats import mcnemar, wilson_interval
 
 __all__ = ["Agent", "BenchmarkResult", "benchmark_task", "fixed_set", "score", "score_agent", "summarise"]
 
@@ -79,7 +80,7 @@ class BenchmarkResult:
     model: str = ""
     task_settings: dict = field(default_factory=dict)  # every setting of the task: a "custom" one rebuilds
     mnist_subset: bool = False  # scored on the bundled subset's digits, not MNIST's test set
-    right: np.ndarray | None = field(default=None, repr=False)  # (n,) bool, for paired tests; not saved
+    right: np.ndarray | None = field(default=None, repr=False)  # (n,) bool, for paired tests (saved packed)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -88,7 +89,32 @@ class BenchmarkResult:
         return out
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        """The result as JSON, with which canvases it read right (bits, base64), so that a paired
+        test can be run on it later (:func:`paired`)."""
+        saved = self.to_dict()
+        if self.right is not None:
+            saved["right_bits"] = base64.b64encode(np.packbits(np.asarray(self.right, bool)).tobytes()).decode()
+        Path(path).write_text(json.dumps(saved, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BenchmarkResult":
+        saved = json.loads(Path(path).read_text())
+        bits = saved.pop("right_bits", None)
+        right = None if bits is None else \
+            np.unpackbits(np.frombuffer(base64.b64decode(bits), np.uint8), count=saved["n"]).astype(bool)
+        return cls(**{**saved, "error_interval": tuple(saved["error_interval"])}, right=right)
+
+
+def paired(a: BenchmarkResult, b: BenchmarkResult) -> dict:
+    """McNemar's exact test of two results on the same canvases (``only_a`` read right by a alone,
+    ``only_b`` by b alone, ``p``); ValueError when they read other canvases or lack their per-canvas record."""
+    if a.set_hash != b.set_hash or a.n != b.n:
+        raise ValueError(f"the two results read other canvases (hash {a.set_hash} n={a.n}, {b.set_hash} n={b.n}): "
+                         f"a paired test needs the same ones")
+    if a.right is None or b.right is None:
+        raise ValueError("a result saved without which canvases it read right cannot be paired (saved before "
+                         "right_bits was recorded?)")
+    return mcnemar(a.right, b.right)
 
 
 class Agent(Protocol):

@@ -136,7 +136,8 @@ def page(scores: dict, results_dir: Path = RESULTS, published: Path = PUBLISHED)
               "(`python evaluate.py --model MODULE:CALLABLE --preset TASK --json` prints the same result as its "
               "last line.) The page takes only results on the task's fixed test canvases, all of them, of MNIST's "
               "test digits (no `--limit`, `--split val`, `--canvas-seed` or bundled subset); it refuses the "
-              "others by name.",
+              "others by name. A saved result keeps which canvases it read right, so two of them are tested "
+              "canvas by canvas later: `glimpse.benchmark.paired(BenchmarkResult.load(a), BenchmarkResult.load(b))`.",
               "- **A published number:** add a line to `benchmarks/published.csv` with its source; write "
               "`unknown` in any protocol column the source does not settle.",
               ""]

@@ -196,3 +196,19 @@ def test_a_function_whose_answers_depend_on_the_batch_is_refused():
         score(lambda canvases: net(canvases), "cluttered60", data_dir="bundled", limit=64, batch_size=32)
     net.eval()  # the same function with the module in eval mode is scored
     assert score(lambda canvases: net(canvases), "cluttered60", data_dir="bundled", limit=64, batch_size=32).n == 64
+
+
+def test_a_saved_result_keeps_which_canvases_it_read_right_and_pairs_later(tmp_path):
+    from glimpse.benchmark import BenchmarkResult, paired
+
+    zeros = score(lambda x: torch.zeros(len(x), 10), "cluttered60", data_dir="bundled", limit=77)
+    ones = score(lambda x: torch.nn.functional.one_hot(torch.ones(len(x), dtype=torch.long), 10).float(),
+                 "cluttered60", data_dir="bundled", limit=77)
+    zeros.save(tmp_path / "zeros.json")
+    again = BenchmarkResult.load(tmp_path / "zeros.json")
+    assert (again.right == zeros.right).all() and again.to_dict() == zeros.to_dict()
+    test = paired(again, ones)
+    assert test["only_a"] == int(zeros.right.sum()) and test["only_b"] == int(ones.right.sum())
+    other = score(lambda x: torch.zeros(len(x), 10), "cluttered60", data_dir="bundled", limit=76)
+    with pytest.raises(ValueError, match="read other canvases"):
+        paired(zeros, other)
