@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cluttered60", choices=sorted(TASKS))
     parser.add_argument("--seconds", type=float, default=60.0, help="training time")
+    parser.add_argument("--steps", type=int, default=None, help="train exactly this many steps instead (repeatable)")
     parser.add_argument("--data-dir", default="bundled", help='MNIST root, or "bundled" for the bundled subset')
     parser.add_argument("--limit", type=int, default=None, help="score only the first N test canvases")
     parser.add_argument("--save", default=None, help="write the benchmark result here (JSON)")
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None):
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
     start, steps = time.perf_counter(), 0
     model.train()
-    while time.perf_counter() - start < args.seconds:
+    while (steps < args.steps) if args.steps is not None else (time.perf_counter() - start < args.seconds):
         batch = make_canvases(generator, bank, torch.randint(0, len(bank), (64,), generator=generator),
                               task["canvas_size"], task["n_clutter"], task.get("centred_digit", False))
         loss = nn.functional.cross_entropy(model(batch.images[:, None].float() / 255), batch.labels)

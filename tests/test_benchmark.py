@@ -127,8 +127,8 @@ def test_the_bring_your_own_model_example_trains_and_scores(tmp_path):
     spec = importlib.util.spec_from_file_location("score_a_cnn", ROOT / "examples" / "score_a_cnn.py")
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    result = example.main(["--seconds", "2", "--limit", "100", "--save", str(tmp_path / "cnn.json")])
-    assert result.n == 100 and 0 <= result.error <= 1
+    result = example.main(["--steps", "80", "--limit", "200", "--save", str(tmp_path / "cnn.json")])
+    assert result.n == 200 and result.error < 0.75  # it learns: chance reads 90 % wrong, 80 steps about 59 %
     assert json.loads((tmp_path / "cnn.json").read_text())["model"].startswith("small torchvision CNN")
 
 

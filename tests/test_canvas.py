@@ -47,10 +47,13 @@ def test_clutter_is_whole_8x8_crops_and_values_are_clipped(bundled):
 
 
 def test_clutter_never_uses_the_target_digit():
-    pool = np.zeros((2, 28, 28), np.uint8)
+    pool = np.full((2, 28, 28), 100, np.uint8)  # the target: ink of 100 everywhere
     pool[1] = 7  # the only *other* digit
     batch = canvases(pool, np.array([0, 1]), np.zeros(50, np.int64), 60, 4)
-    assert np.all(batch.images % 7 == 0) and batch.images.max() > 0
+    outside = batch.images.copy()
+    for image, (x, y) in zip(outside, batch.digit_xy):  # the digit's own 28x28 box
+        image[y:y + 28, x:x + 28] = 0
+    assert np.all(outside % 7 == 0) and outside.max() > 0, "clutter must come from the other digits only"
 
 
 def test_centred_digit():

@@ -369,3 +369,23 @@ def test_a_reset_that_fails_changes_nothing():
     with pytest.raises(ValueError, match="unknown reset options"):
         tried.reset(seed=5, options={"colour": 1})
     torch.testing.assert_close(tried.reset()[0]["glimpse"], plain.reset()[0]["glimpse"])
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_a_reset_without_a_seed_starts_a_new_episode_and_the_seed_repeats_them(vector):
+    """Gymnasium's convention: reset(seed=s) seeds the env once; each later reset() draws anew from it."""
+    env = (gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=3, vectorization_mode="vector_entry_point",
+                        data_dir="bundled") if vector else make("glimpse/ClutteredMNIST60-v1"))
+
+    def episodes():
+        canvases = []
+        for seed in (0, None, None):
+            env.reset(seed=seed)
+            engine = env.unwrapped.engine if vector else env.unwrapped._episodes
+            canvases.append(engine.canvases.numpy().copy())
+        return canvases
+
+    first = episodes()
+    assert not np.array_equal(first[0], first[1]) and not np.array_equal(first[1], first[2])
+    for a, b in zip(first, episodes()):
+        np.testing.assert_array_equal(a, b)

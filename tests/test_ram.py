@@ -188,11 +188,13 @@ def test_reinforce_value_matches_the_estimator():
 def test_deterministic_rollout_follows_the_mean():
     torch.manual_seed(0)
     model = RecurrentAttentionModel(RAMConfig())
-    with torch.no_grad():
-        a = rollout(model, seed=1, sample=False)
-        b = rollout(model, seed=1, sample=False)
+    with torch.no_grad():  # the same canvases (seed 1), the policy's generator seeded apart: no draw is used
+        a = run_episodes(model, make_env(), sample=False, generator=torch.Generator().manual_seed(1), seed=1)
+        b = run_episodes(model, make_env(), sample=False, generator=torch.Generator().manual_seed(2), seed=1)
+        sampled = run_episodes(model, make_env(), sample=True, generator=torch.Generator().manual_seed(2), seed=1)
     torch.testing.assert_close(a.locations, b.locations)
     torch.testing.assert_close(a.logits, b.logits)
+    assert not torch.equal(a.locations, sampled.locations)  # the test can tell a sample from the mean
 
 
 def test_single_glimpse_has_no_policy_terms():
@@ -308,3 +310,18 @@ def test_the_linear_glimpse_network_keeps_the_paper_s_parameter_names():
     model = RecurrentAttentionModel(RAMConfig())
     names = {name for name, _ in model.glimpse_network.named_parameters()}
     assert {"what.weight", "what.bias", "where.weight", "what_out.weight", "where_out.weight"} <= names
+
+
+def test_the_log_probability_is_of_the_sample_before_the_env_clips_it():
+    """A draw twenty standard deviations out lands beyond [-1, 1]: the env reads the clipped location,
+    and REINFORCE the Gaussian's log-density of the draw itself (clipping first would bias it)."""
+    torch.manual_seed(0)
+    model = RecurrentAttentionModel(RAMConfig())
+    env = make_env()
+    with torch.no_grad():
+        out = run_episodes(model, env, sample=True, noise=lambda mean: torch.full_like(mean, 20.0), seed=1)
+    std = model.config.location_std
+    per_axis = -0.5 * 20.0**2 - math.log(std) - 0.5 * math.log(2 * math.pi)
+    torch.testing.assert_close(out.log_probs, torch.full_like(out.log_probs, 2 * per_axis))
+    looked = env.unwrapped.engine.path()
+    assert looked.abs().max() <= 1 and bool((looked[:, 1:] == 1).any())  # clipped at the edge

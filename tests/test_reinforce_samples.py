@@ -97,6 +97,19 @@ def test_the_advantage_ignores_the_learned_baseline_and_routes_as_reinforce_shou
     # the learned baseline still learns, from its own squared error only
     assert torch.autograd.grad(loss.baseline, baselines)[0].abs().sum() > 0
 
+    # the trainer itself uses leave-one-out: moving the learned baseline leaves its REINFORCE term as it was
+    _, before = learner.loss(np.arange(8), step_seed=5)
+    kept = {name: p.detach().clone() for name, p in model.baseline.named_parameters()}
+    with torch.no_grad():
+        for p in model.baseline.parameters():
+            p.add_(0.5)
+    _, moved = learner.loss(np.arange(8), step_seed=5)
+    with torch.no_grad():
+        for name, p in model.baseline.named_parameters():
+            p.copy_(kept[name])
+    assert float(moved["losses/reinforce"]) == float(before["losses/reinforce"])
+    assert float(moved["losses/baseline"]) != float(before["losses/baseline"])  # the shift did reach the baseline
+
     # through the real model: REINFORCE reaches the location network, never the baseline or classifier
     total, _ = learner.loss(np.arange(8), step_seed=5)
     model.zero_grad(set_to_none=True)

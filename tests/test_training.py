@@ -107,6 +107,26 @@ def test_seeded_runs_reproduce(tmp_path):
     assert any(not torch.equal(v, different[k]) for k, v in weights(tmp_path / "a" / "last.pt").items())
 
 
+def test_a_backprop_family_resumes_exactly_too(tmp_path, monkeypatch):
+    """DRAW's soft learner draws its minibatch's randomness from (seed, step) as REINFORCE's does."""
+    args = ["--mode", "soft", "--arch", "draw", "--preset", "cluttered60", "--max-steps", "8", "--batch-size", "16",
+            "--checkpoint-every", "4", "--val-every", "100", "--log-every", "100"]
+    assert run_train(tmp_path, "whole", *args)[0] == 0
+    real = loop.batch_indices
+
+    def interrupted(seed, step, *rest):
+        if step == 6:
+            raise KeyboardInterrupt
+        return real(seed, step, *rest)
+
+    monkeypatch.setattr(loop, "batch_indices", interrupted)
+    code, run = run_train(tmp_path, "cut", *args)
+    assert code == 130 and load_checkpoint(run / "last.pt")["step"] == 4
+    monkeypatch.setattr(loop, "batch_indices", real)
+    assert train.main(["--resume", str(run)]) == 0
+    assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
+
+
 def test_resume_after_interruption_continues_exactly(tmp_path, monkeypatch):
     args = ["--preset", "cluttered60", "--max-steps", "12", "--batch-size", "32", "--checkpoint-every", "5",
             "--val-every", "6", "--log-every", "5"]
@@ -191,6 +211,17 @@ def test_annealed_location_std_follows_the_cosine_and_is_logged(tmp_path):
     steps_per_epoch = len(load_bundled_subset().train) // 32
     expected = [0.1 + 0.2 * 0.5 * (1 + math.cos(math.pi * s / steps_per_epoch)) for s in range(6)]
     assert stds == pytest.approx(expected, rel=1e-6)  # 0.3 at step 0, decreasing toward 0.1
+    # and the policy samples with it, not only the log: halfway down the cosine the std is 0.2
+    from types import SimpleNamespace
+
+    from glimpse.models import get_family
+
+    family = get_family("ram")
+    model = family.build(family.model_config(loop.TrainConfig()))
+    family.schedule(model, SimpleNamespace(location_std=0.3, location_std_final=0.1), 0.5)
+    size = model.config.glimpse_size
+    out = model(torch.rand(2, model.config.n_scales, size, size), torch.zeros(2, 2), model.initial_state())
+    assert torch.allclose(out.std, torch.full_like(out.std, 0.2))
 
 
 def test_runs_saved_before_reinforce_into_core_still_resume_and_report():
