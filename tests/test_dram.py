@@ -100,6 +100,28 @@ def test_where_each_term_of_the_hybrid_loss_reaches(into_core):
     assert sum(baseline.values()) == reached(baseline, ("baseline.",))
 
 
+def test_reinforce_into_core_scales_exactly_what_reaches_the_lower_layer():
+    """As for RAM: the share scales the REINFORCE gradient below the upper layer, and only there."""
+    def reinforce_grads(share):
+        torch.manual_seed(0)
+        model = DeepRecurrentAttentionModel(DRAMConfig(n_scales=3, reinforce_into_core=share))
+        r = episodes(model)
+        reward = (torch.arange(B) % 2).float()
+        loss = hybrid_loss(r.logits, r.labels, reward, r.log_probs, r.baselines)
+        model.zero_grad(set_to_none=True)
+        loss.reinforce.backward()
+        return {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+    full, tenth = reinforce_grads(1.0), reinforce_grads(0.1)
+    assert set(tenth) == set(full) and any(name.startswith(LOWER) for name in full)
+    for name, grad in full.items():
+        if name.startswith(LOWER):
+            assert grad.abs().sum() > 0
+            torch.testing.assert_close(tenth[name], 0.1 * grad, rtol=1e-4, atol=1e-7)
+        else:  # the upper layer and the emission network keep their whole gradient
+            torch.testing.assert_close(tenth[name], grad)
+
+
 def test_dram_is_a_hard_family_chosen_by_arch():
     family = get_family("dram")
     assert family.mode == "hard" and family.samples_trajectories and not family.default_for_mode
