@@ -374,7 +374,7 @@ def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
         (["--checkpoint", str(corrupt)], "corrupt"),
         (["--checkpoint", str(with_objects)], "never unpickled"),
         (["--checkpoint", str(tmp_path / "missing.pt")], "does not exist"),
-        (["--checkpoint", str(tmp_path)], "does not exist"),
+        (["--checkpoint", str(tmp_path)], "is a folder: give a checkpoint file in it"),
         (["--checkpoint", str(hard_checkpoint), "--images", str(floats)], "uint8"),
         (["--checkpoint", str(hard_checkpoint), "--images", str(bad_labels)], "0..9"),
         (["--checkpoint", str(hard_checkpoint), "--images", str(empty)], "no images"),
