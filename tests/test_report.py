@@ -412,3 +412,27 @@ def test_ctrl_c_during_report_training_stops_the_report_and_says_it_resumes(tmp_
     assert report.main(["--train", "--models", "fc", "--seeds", "1", "--runs", str(tmp_path), "--out",
                         str(tmp_path / "out"), "--data-dir", "bundled", "--glimpses", "", "--estimators", ""]) == 130
     assert "the same command goes on from there" in capsys.readouterr().err
+
+
+def test_the_sensor_section_names_a_model_its_doubling_check_did_not_settle():
+    """A row whose seed 0 read more right at twice the epochs holds its budget's error: the
+    section's verdicts say so, with the doubled error."""
+    from types import SimpleNamespace
+
+    from glimpse.report.document import _sensor_against_gradient
+
+    def group(experiment, kind, errors):
+        return SimpleNamespace(experiment=experiment, runs=[{"kind": kind, "train_config": {}}],
+                               test_errors=np.array(errors), fresh_errors=lambda: [])
+
+    measured = {"canvas_pixels_touched": 3600, "flops": 1e6, "train_images_per_second": 100.0}
+    mean, sat = by_name("sat-mean"), by_name("sat")
+    r = SimpleNamespace(groups=[group(mean, "sat-mean", [0.0175]), group(sat, "sat", [0.0165])],
+                        measured={mean.name: measured, sat.name: measured}, tests=[], n_test=10_000,
+                        doubling={mean.name: {"converged": False, "doubled_error": 0.0135},
+                                  sat.name: {"converged": True, "doubled_error": 0.016}})
+    text = "\n".join(_sensor_against_gradient(r))
+    assert "Not converged by the doubling check" in text and f"{mean.label} (1.35 % at {2 * mean.epochs} epochs)" in text
+    assert f"{sat.label} (" not in text.split("Not converged by the doubling check")[1]
+    r.doubling[mean.name] = {"converged": True, "doubled_error": 0.0174}
+    assert "Not converged" not in "\n".join(_sensor_against_gradient(r))

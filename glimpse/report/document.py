@@ -590,6 +590,13 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
             + "\n\nNo other pair of these rows is shown to differ." if beats else
             "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
             "gradient is shown to matter.")
+    unsettled = [g.experiment for g in r.groups if g.experiment.label in labels
+                 and (check := r.doubling.get(g.experiment.name)) is not None and not check["converged"]]
+    if unsettled:  # its rows hold its budget's error, not the model's: a verdict on it may change
+        said += ("\n\nNot converged by the doubling check (twice the epochs read more right), so these rows give "
+                 "their budget's error and any verdict on them may move: "
+                 + "; ".join(f"{e.label} ({100 * r.doubling[e.name]['doubled_error']:.2f} % at {2 * e.epochs} epochs)"
+                             for e in unsettled) + ".")
     return [
         "## Sensor against gradient",
         "",
