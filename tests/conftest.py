@@ -11,3 +11,20 @@ def bundled():
     from envs.data import load_bundled_subset
 
     return load_bundled_subset()
+
+
+@pytest.fixture
+def interrupt_at_step(monkeypatch):
+    """``interrupt_at_step(k)``: train.py's loop raises KeyboardInterrupt (as Ctrl-C) when it reaches
+    step k; ``interrupt_at_step(None)`` lets it run again."""
+    from glimpse.training import loop
+
+    real = loop.batch_indices
+
+    def interrupt(at):
+        def batch_indices(seed, step, *rest):
+            if step == at:
+                raise KeyboardInterrupt
+            return real(seed, step, *rest)
+        monkeypatch.setattr(loop, "batch_indices", real if at is None else batch_indices)
+    return interrupt

@@ -8,7 +8,6 @@ from glimpse.commands import train
 from glimpse.losses import hybrid_loss
 from glimpse.models import get_family
 from glimpse.models.dram import DeepRecurrentAttentionModel, DRAMConfig
-from glimpse.training import loop
 from glimpse.training.config import resolve_config
 
 B = 16
@@ -129,21 +128,14 @@ def test_dram_is_a_hard_family_chosen_by_arch():
     assert "core" not in resolve_config({"mode": "hard", "arch": "dram"}).applicable()
 
 
-def test_a_dram_run_resumes_exactly(tmp_path, monkeypatch):
+def test_a_dram_run_resumes_exactly(tmp_path, interrupt_at_step):
     """(Its short run that learns is tests/test_soft_training.py's, from its quick_recipe.)"""
     short = [*FAST, "--preset", "cluttered60", "--max-steps", "8", "--batch-size", "16", "--checkpoint-every", "3",
              "--val-every", "4", "--context-size", "20", "--reinforce-samples", "2", "--run-dir", str(tmp_path)]
     assert train.main([*short, "--run-name", "whole"]) == 0
-    real = loop.batch_indices
-
-    def interrupted(seed, step, *rest):
-        if step == 7:
-            raise KeyboardInterrupt
-        return real(seed, step, *rest)
-
-    monkeypatch.setattr(loop, "batch_indices", interrupted)
+    interrupt_at_step(7)
     assert train.main([*short, "--run-name", "cut"]) == 130
-    monkeypatch.setattr(loop, "batch_indices", real)
+    interrupt_at_step(None)
     assert train.main(["--resume", str(tmp_path / "cut")]) == 0
     whole, cut = (load_checkpoint(tmp_path / name / "last.pt")["model_state"] for name in ("whole", "cut"))
     assert whole.keys() == cut.keys()

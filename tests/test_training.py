@@ -107,44 +107,29 @@ def test_seeded_runs_reproduce(tmp_path):
     assert any(not torch.equal(v, different[k]) for k, v in weights(tmp_path / "a" / "last.pt").items())
 
 
-def test_a_backprop_family_resumes_exactly_too(tmp_path, monkeypatch):
+def test_a_backprop_family_resumes_exactly_too(tmp_path, interrupt_at_step):
     """DRAW's soft learner draws its minibatch's randomness from (seed, step) as REINFORCE's does."""
     args = ["--mode", "soft", "--arch", "draw", "--preset", "cluttered60", "--max-steps", "8", "--batch-size", "16",
             "--checkpoint-every", "4", "--val-every", "100", "--log-every", "100"]
     assert run_train(tmp_path, "whole", *args)[0] == 0
-    real = loop.batch_indices
-
-    def interrupted(seed, step, *rest):
-        if step == 6:
-            raise KeyboardInterrupt
-        return real(seed, step, *rest)
-
-    monkeypatch.setattr(loop, "batch_indices", interrupted)
+    interrupt_at_step(6)
     code, run = run_train(tmp_path, "cut", *args)
     assert code == 130 and load_checkpoint(run / "last.pt")["step"] == 4
-    monkeypatch.setattr(loop, "batch_indices", real)
+    interrupt_at_step(None)
     assert train.main(["--resume", str(run)]) == 0
     assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
 
 
-def test_resume_after_interruption_continues_exactly(tmp_path, monkeypatch):
+def test_resume_after_interruption_continues_exactly(tmp_path, interrupt_at_step):
     args = ["--preset", "cluttered60", "--max-steps", "12", "--batch-size", "32", "--checkpoint-every", "5",
             "--val-every", "6", "--log-every", "5"]
     assert run_train(tmp_path, "whole", *args)[0] == 0
-
-    real = loop.batch_indices
-
-    def interrupted(seed, step, *rest):
-        if step == 11:
-            raise KeyboardInterrupt
-        return real(seed, step, *rest)
-
-    monkeypatch.setattr(loop, "batch_indices", interrupted)
+    interrupt_at_step(11)
     code, run = run_train(tmp_path, "cut", *args)
     assert code == 130
     assert load_checkpoint(run / "last.pt")["step"] == 10  # at most the work since the checkpoint is lost
     assert [h["step"] for h in load_checkpoint(run / "last.pt")["history"]] == [6]
-    monkeypatch.setattr(loop, "batch_indices", real)
+    interrupt_at_step(None)
     assert train.main(["--resume", str(run)]) == 0
     assert load_checkpoint(run / "last.pt")["step"] == 12
     assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
