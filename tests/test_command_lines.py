@@ -61,6 +61,6 @@ def test_an_outside_model_is_named_and_warned_about_the_bundled_digits(tmp_path,
     assert evaluate.main(["--model", f"{module}:predict", "--name", "all zeros", "--preset", "cluttered60",
                           "--data-dir", "bundled", "--limit", "20", "--json"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out.splitlines()[-1])["model"] == "all zeros"
+    assert out.startswith("all zeros on test canvases") and json.loads(out.splitlines()[-1])["model"] == "all zeros"
     assert "bundled subset's digits" in err
     assert evaluate.main(["--checkpoint", str(ROOT / "checkpoints" / "ram-cluttered60.pt"), "--name", "x"]) == 2

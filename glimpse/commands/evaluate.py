@@ -151,7 +151,7 @@ def score_outside_model(args, device) -> int:
             raise ValueError(f"{args.against} reads other canvases than --preset {args.preset}: a paired test "
                              f"needs the same canvases")
     low, high = result.error_interval
-    print(f"{args.model} on {result.split} canvases of {result.task} (benchmark v{result.benchmark}, seed "
+    print(f"{result.model} on {result.split} canvases of {result.task} (benchmark v{result.benchmark}, seed "
           f"{result.canvas_seed}, hash {result.set_hash}): error {100 * result.error:.2f} % (95 % interval "
           f"{100 * low:.2f}-{100 * high:.2f}), n={result.n}; reads the whole canvas")
     if result.mnist_subset:
@@ -161,7 +161,7 @@ def score_outside_model(args, device) -> int:
     if other is not None:
         test = mcnemar(result.right, other["right"])
         print(f"against {Path(args.against).name}: error {100 * other['error']:.2f} %; canvas by canvas "
-              f"{test['only_a']} read right only by {args.model}, {test['only_b']} only by {args.against}; "
+              f"{test['only_a']} read right only by {result.model}, {test['only_b']} only by {args.against}; "
               f"McNemar's exact p = {test['p']:.3g}")
         summary["against"] = {**public(other), "only_this": test["only_a"], "only_against": test["only_b"],
                               "p": test["p"]}
