@@ -184,8 +184,16 @@ def _split(train_x, train_y, test_x, test_y, source: str, is_subset: bool) -> MN
 
 
 def explicit_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The directory the user asked for (argument, then $GLIMPSE_DATA), or None."""
-    chosen = data_dir if data_dir not in (None, "") else os.environ.get(DATA_ENV_VAR) or None
+    """The directory the user asked for (argument, then $GLIMPSE_DATA), or None.
+
+    An empty argument is an error, not "look elsewhere": it is most often an unset shell variable
+    (``--data-dir "$MNIST"``), and falling back would train on other digits without a word.
+    An empty ``$GLIMPSE_DATA`` counts as unset, as shells treat it.
+    """
+    if data_dir is not None and str(data_dir).strip() == "":
+        raise DataError("--data-dir is empty (an unset shell variable?): name a folder holding MNIST/raw, "
+                        f"or '{BUNDLED_NAME}', or leave the option out to use the lookup order")
+    chosen = data_dir if data_dir is not None else os.environ.get(DATA_ENV_VAR) or None
     return Path(chosen).expanduser() if chosen is not None else None
 
 

@@ -22,6 +22,7 @@ from envs.engine import DigitBank, first_locations, make_canvases
 from glimpse.losses import hybrid_loss
 from glimpse.models import get_family
 from glimpse.models.registry import canvases_to_tensor
+from glimpse.progress import progress
 
 __all__ = [
     "GradStats", "attention_parameters", "baseline_name", "gradient_statistics", "reinforce_attention_gradient",
@@ -58,7 +59,8 @@ def gradient_statistics(grad_fn: Callable[[int], torch.Tensor], n_batches: int) 
     (e.g. seeded by i) and must not change the weights. Computed in float64."""
     if n_batches < 2:
         raise ValueError(f"need at least 2 minibatches for a variance, got {n_batches}")
-    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])  # (n, d)
+    batches = progress(range(n_batches), disable=not show_progress, desc=f"K = {samples}", unit="minibatches")
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in batches])  # (n, d)
     mean = grads.mean(0)
     variance = grads.var(0, unbiased=True)
     total = float(variance.sum())
@@ -143,7 +145,7 @@ def baseline_name(samples: int) -> str:
 
 def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: int, n_batches: int,
                               batch_size: int, data_dir: str | None = None, seed: int = 20_000,
-                              n_bootstrap: int = 200) -> dict:
+                              n_bootstrap: int = 200, show_progress: bool = False) -> dict:
     """How noisy one REINFORCE estimator of a hard ``arch`` model's location-policy gradient is,
     and what it costs.
 
@@ -153,12 +155,14 @@ def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: 
     of one minibatch's gradient over ``n_batches`` minibatches (:func:`reinforce_attention_gradient`,
     minibatch i drawn from ``seed + i``), its 90 % bootstrap interval ``trace_interval``, and
     ``seconds_per_batch``, what one minibatch's gradient took here (rollout and backward), so that
-    estimators compare at equal wall-clock: trace x seconds."""
+    estimators compare at equal wall-clock: trace x seconds. ``show_progress``: a bar over the
+    minibatches (for the command line)."""
     env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
     grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples)
     grad_fn(-1)  # warm-up: digits loaded, caches filled
     start = time.perf_counter()
-    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
+    batches = progress(range(n_batches), disable=not show_progress, desc=f"K = {samples}", unit="minibatches")
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in batches])
     seconds = (time.perf_counter() - start) / n_batches
     rng = torch.Generator().manual_seed(seed)
     traces = [float(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)].var(0, unbiased=True).sum())

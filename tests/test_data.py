@@ -42,6 +42,16 @@ def test_explicit_dir_without_mnist_is_an_error_not_a_fallback(tmp_path, monkeyp
         load_mnist()
 
 
+def test_an_empty_data_dir_is_an_error_but_an_empty_env_var_is_unset(tmp_path, monkeypatch):
+    _clear()
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path))  # would be a different error if "" fell through to it
+    with pytest.raises(DataError, match="--data-dir is empty"):
+        load_mnist("")
+    monkeypatch.setenv(data.DATA_ENV_VAR, "")
+    monkeypatch.chdir(tmp_path)
+    assert data.explicit_data_dir(None) is None
+
+
 def test_corrupt_files_are_reported(tmp_path):
     _clear()
     raw = tmp_path / "MNIST" / "raw"

@@ -307,6 +307,15 @@ def test_evaluate_against_a_checkpoint_of_other_canvases_is_refused(hard_checkpo
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_an_empty_data_dir_stops_train_and_evaluate_before_anything_is_written(hard_checkpoint, tmp_path, capsys):
+    """``--data-dir "$UNSET"`` must not fall back to other digits without a word."""
+    argv = [a for a in FAST if a not in ("--data-dir", "bundled")]
+    assert train.main([*argv, "--data-dir", "", "--run-dir", str(tmp_path / "runs")]) == 2
+    assert "--data-dir is empty" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--data-dir", ""]) == 2
+    assert "--data-dir is empty" in capsys.readouterr().err
+
+
 def test_evaluate_on_a_gpu_scores_what_the_cpu_scores(hard_checkpoint, capsys):
     """--device moves the model only: the canvases and the sampled trajectories' noise are drawn on
     the CPU, so a GPU scores the same canvases, up to float rounding on a borderline few."""
