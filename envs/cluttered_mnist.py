@@ -50,7 +50,9 @@ class ClutteredMNISTEnv(gym.Env):
         how = options.pop("first_location", self.task.first_location)
         first = engine.first_locations(1, how if how is None or isinstance(how, str) else _pair(how))
         if "canvas" in options:
-            label = np.asarray(options.pop("label", -1))
+            if "label" not in options:
+                raise ValueError("reset option 'canvas' needs its 'label' (one per digit), to judge the answer by")
+            label = np.asarray(options.pop("label"))
             images, labels = engine.user_canvases(np.asarray(options.pop("canvas"))[None], label[None], 1)
             digit_xy = None
         else:
@@ -84,10 +86,12 @@ class ClutteredMNISTEnv(gym.Env):
         info = {"label": int(true_label) if true_label.ndim == 0 else true_label.copy()}
         if engine.digit_xy is not None:
             info["digit_xy"] = engine.digit_xy[0].cpu().numpy()
-        return self._last_observation, reward, True, False, info
+        final = {key: value.copy() for key, value in self._last_observation.items()}  # not step T-1's arrays
+        return final, reward, True, False, info
 
     def _observation(self, glimpse: np.ndarray, location: np.ndarray) -> dict:
-        self._last_observation = {"glimpse": glimpse, "location": np.asarray(location, dtype=np.float32)}
+        # copies: the engine keeps the path (for render) in memory a user's in-place edit must not reach
+        self._last_observation = {"glimpse": glimpse, "location": np.array(location, dtype=np.float32)}
         if self._episodes.context is not None:  # the same view all episode, a fresh copy each step
             self._last_observation["context"] = self._episodes.context[0].cpu().numpy().copy()
         return self._last_observation

@@ -352,7 +352,7 @@ class EpisodeEngine:
             raise ValueError(f"canvases must be uint8 of shape {(n, size, size)}, got {images.dtype} "
                              f"{tuple(images.shape)}")
         shape = (n,) if self.task.n_digits == 1 else (n, self.task.n_digits)
-        labels = as_tensor(np.zeros(shape, np.int64) if labels is None else labels, self.device)
+        labels = as_tensor(labels, self.device)
         if tuple(labels.shape) != shape or labels.dtype.is_floating_point or labels.dtype == torch.bool:
             raise ValueError(f"labels must be integers of shape {shape}, got {labels.dtype} {tuple(labels.shape)}")
         if validate and not bool(((labels >= 0) & (labels <= 9)).all()):

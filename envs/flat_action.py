@@ -19,7 +19,8 @@ judged on the last step of an episode and the location part is ignored there (as
 Observations: gymnasium's own :class:`gymnasium.wrappers.FlattenObservation` works on this env
 (checked in tests/test_flat_action.py): it concatenates the ``Dict`` in key order, giving a
 float32 vector of shape ``(k * g * g + 2,)`` = flattened glimpse, then location, with bounds
-[0, 1] for the glimpse and [-1, 1] for the location. :func:`make_flat` applies both wrappers::
+[0, 1] for the glimpse and [-1, 1] for the location (with a ``context_size`` s, the s * s coarse
+view comes first: the keys sort as context, glimpse, location). :func:`make_flat` applies both wrappers::
 
     import envs
     from envs.flat_action import make_flat
@@ -150,7 +151,8 @@ class GridAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
 def make_flat(env_id: str, *, grid: int | None = None, stack: int = 1, **kwargs) -> gym.Env:
     """``gymnasium.make(env_id, **kwargs)`` wrapped for flat agents.
 
-    Observation: ``Box((k * g * g + 2,), float32)`` (flattened glimpse, then location), or with
+    Observation: ``Box((k * g * g + 2,), float32)`` (flattened glimpse, then location; a context
+    view, if the task has one, before both), or with
     ``stack=T`` > 1 ``Box((T, k * g * g + 2), float32)``: the last T of them, oldest first, zeros
     before the episode's first. Action: ``Box(-1, 1, (2 + 10 * K,), float32)`` (see
     :class:`FlatAction`), or with ``grid=N`` ``MultiDiscrete([N, N] + [10] * K)`` (see

@@ -3,7 +3,8 @@
 Same protocol as :class:`envs.cluttered_mnist.ClutteredMNISTEnv`, for ``num_envs`` episodes at
 once, run by the torch engine (:class:`envs.engine.EpisodeEngine`) on ``device``. Observations,
 rewards, flags and infos are torch tensors on that device; actions may be tensors or arrays.
-Wrap it in :class:`TorchToNumpy` for tools that want numpy. All episodes have T steps, so they
+Wrap it in :class:`TorchToNumpy` for tools that want numpy (Gymnasium's vector wrappers, such
+as ``RecordEpisodeStatistics``, among them). All episodes have T steps, so they
 end together; ``autoreset_mode`` is NEXT_STEP: the step after the final one resets every episode
 and ignores its actions (calling ``reset`` yourself, as the trainer does, is equivalent).
 
@@ -61,6 +62,9 @@ class ClutteredMNISTVectorEnv(VectorEnv):
         or explicit ``images`` (num_envs, H, W) uint8 with ``labels``; ``first_location`` as in
         the single env ("random", "centre", or locations of shape (2,) or (num_envs, 2)).
         Arrays or tensors; tensors already on the env's device are used without a copy."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise ValueError(f"seed must be one integer, which seeds all {self.num_envs} episodes "
+                             f"(Gymnasium's list of seeds, one per env, does not apply), got {seed!r}")
         with unchanged_on_error(self, self.engine.generator):
             return self._reset(seed, dict(options or {}))
 
@@ -70,11 +74,16 @@ class ClutteredMNISTVectorEnv(VectorEnv):
         n, engine = self.num_envs, self.engine
         first = engine.first_locations(n, options.pop("first_location", self.task.first_location), self.validate)
         if "images" in options:
-            images, labels = engine.user_canvases(options.pop("images"), options.pop("labels", None), n, self.validate)
+            if "labels" not in options:
+                raise ValueError("reset option 'images' needs its 'labels' (one per digit), to judge the answers by")
+            images, labels = engine.user_canvases(options.pop("images"), options.pop("labels"), n, self.validate)
             digit_xy = None
         else:
             batch = engine.sample_canvases(engine.digit_indices(options.pop("indices", None), n, self.validate))
             images, labels, digit_xy = batch.images, batch.labels, batch.digit_xy
+        if "reset_mask" in options:
+            raise ValueError("reset option 'reset_mask' does not apply: all episodes end together, so a reset "
+                             "restarts all of them")
         if options:
             raise ValueError(f"unknown reset options {sorted(options)}")
         glimpses = engine.start(images, labels, digit_xy, first)
@@ -86,12 +95,12 @@ class ClutteredMNISTVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("step() before reset(): call reset() first")
         n, engine = self.num_envs, self.engine
-        location, label = check_batched_action(actions, n, self.task.n_digits, self.device, self.validate)
         not_done = torch.zeros(n, dtype=torch.bool, device=self.device)
         no_reward = torch.zeros(n, device=self.device)
-        if self._needs_reset:  # NEXT_STEP autoreset: this step only starts new episodes
+        if self._needs_reset:  # NEXT_STEP autoreset: this step only starts new episodes, its actions unread
             observation, info = self.reset()
             return observation, no_reward, not_done, not_done.clone(), info
+        location, label = check_batched_action(actions, n, self.task.n_digits, self.device, self.validate)
         if not engine.finished:
             self._last_observation = self._observation(engine.look(location), location)
             return self._last_observation, no_reward, not_done, not_done.clone(), {}
@@ -101,10 +110,12 @@ class ClutteredMNISTVectorEnv(VectorEnv):
         info = {"label": engine.labels.clone(), "_label": every.clone()}
         if engine.digit_xy is not None:
             info["digit_xy"], info["_digit_xy"] = engine.digit_xy.clone(), every.clone()
-        return self._last_observation, reward, every, not_done, info
+        final = {key: value.clone() for key, value in self._last_observation.items()}  # not step T-1's tensors
+        return final, reward, every, not_done, info
 
     def _observation(self, glimpses: torch.Tensor, locations: torch.Tensor) -> dict:
-        observation = {"glimpse": glimpses, "location": locations}
+        # a copy of the locations: the engine keeps them (the path render draws), out of a user's in-place reach
+        observation = {"glimpse": glimpses, "location": locations.clone()}
         if self.engine.context is not None:  # the same view all episode, a fresh copy each step (Gymnasium's rule)
             observation["context"] = self.engine.context.clone()
         return observation

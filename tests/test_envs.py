@@ -295,6 +295,7 @@ def test_two_digit_vector_env_matches_single_env(bundled):
     _, reward, terminated, _, info = vec.step({"location": np.zeros((2, 2), np.float32), "label": labels[[0, 0]]})
     assert terminated.all() and info["label"].shape == (2, 2)
     assert reward[0] == 1.0 and reward[1] == float((truth == truth[::-1]).all())
+    vec.step({"location": np.zeros((2, 2), np.float32), "label": labels})  # the autoreset step reads no action
     with pytest.raises(ValueError, match=r"\(2, 2\)"):
         vec.step({"location": np.zeros((2, 2), np.float32), "label": np.zeros(2, np.int64)})
 
@@ -347,6 +348,66 @@ def test_observations_and_the_path_keep_where_they_looked_when_the_action_buffer
         seen.append(vec.step({"location": buffer, "label": label})[0]["location"])
     torch.testing.assert_close(torch.stack([o[0, 0] for o in seen]), torch.tensor([0.1, 0.2, 0.3]))
     torch.testing.assert_close(torch.stack([p[0, 0] for p in vec.engine.locations[1:]]), torch.tensor([0.1, 0.2, 0.3]))
+
+
+def test_editing_an_observation_in_place_reaches_neither_the_path_nor_the_next_observation():
+    """Gymnasium hands out fresh arrays: a wrapper that normalises in place must not redraw the
+    path render shows, nor change the observation of another step (the final one repeats T-1's)."""
+    env = make("glimpse/ClutteredMNIST60-v1")
+    first, _ = env.reset(seed=0)
+    first["location"][:] = 0.9
+    action = {"location": np.full(2, 0.5, np.float32), "label": np.int64(0)}
+    for _ in range(5):
+        before_final, *_ = env.step(action)
+    final, *_, terminated, _, _ = env.step(action)
+    assert terminated and final["glimpse"] is not before_final["glimpse"]
+    before_final["location"][:] = -1
+    before_final["glimpse"][:] = 0
+    np.testing.assert_array_equal(final["location"], [0.5, 0.5])
+    assert final["glimpse"].any()
+    path = env.unwrapped._episodes.path()[0].numpy()
+    assert not np.isclose(path, 0.9).any() and not np.isclose(path, -1).any()
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                       data_dir="bundled").unwrapped
+    obs, _ = vec.reset(seed=0, options={"first_location": np.array([0.3, 0.3], np.float32)})
+    obs["location"][0] = 0.9  # a (2,) first location is broadcast: one write must not reach both rows
+    actions = {"location": torch.full((2, 2), 0.5), "label": torch.zeros(2, dtype=torch.int64)}
+    for _ in range(5):
+        before_final, *_ = vec.step(actions)
+    final, *_ = vec.step(actions)
+    before_final["location"].fill_(-1)
+    torch.testing.assert_close(final["location"], torch.full((2, 2), 0.5))
+    path = vec.engine.path()
+    assert not torch.isclose(path, torch.tensor(0.9)).any() and not torch.isclose(path, torch.tensor(-1.0)).any()
+
+
+def test_the_autoreset_step_ignores_its_actions_as_documented():
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                       data_dir="bundled").unwrapped
+    vec.reset(seed=0)
+    actions = {"location": torch.zeros(2, 2), "label": torch.zeros(2, dtype=torch.int64)}
+    for _ in range(6):
+        *_, terminated, _, _ = vec.step(actions)
+    assert terminated.all()
+    nonsense = {"location": torch.full((2, 2), float("nan")), "label": torch.full((2,), 42)}
+    obs, reward, terminated, _, _ = vec.step(nonsense)  # NEXT_STEP: only starts new episodes
+    assert not terminated.any() and (reward == 0).all() and vec.engine.t == 1
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_given_canvases_need_their_labels_and_a_seed_is_one_integer(vector):
+    if vector:
+        env = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                           data_dir="bundled").unwrapped
+        canvases = {"images": np.zeros((2, 60, 60), np.uint8)}
+        with pytest.raises(ValueError, match="seed must be one integer, which seeds all 2 episodes"):
+            env.reset(seed=[1, 2])
+        with pytest.raises(ValueError, match="'reset_mask' does not apply"):
+            env.reset(options={"reset_mask": np.ones(2, bool)})
+    else:
+        env, canvases = make("glimpse/ClutteredMNIST60-v1"), {"canvas": np.zeros((60, 60), np.uint8)}
+    with pytest.raises(ValueError, match="needs its 'labels?'"):
+        env.reset(seed=0, options=canvases)
 
 
 def test_a_reset_that_fails_changes_nothing():
