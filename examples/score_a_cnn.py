@@ -35,7 +35,7 @@ def small_cnn() -> nn.Module:
 
 
 def main(argv: list[str] | None = None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="cluttered60", choices=sorted(TASKS))
     parser.add_argument("--seconds", type=float, default=60.0, help="training time")
     parser.add_argument("--steps", type=int, default=None, help="train exactly this many steps instead (repeatable)")

@@ -2,8 +2,8 @@
 table, the paired tests of docs/results.md, and the command that rebuilds each checkpoint from its
 own record (its config turned back into train.py options). Run as ``scripts/checkpoint_table.py``:
 
-    python scripts/checkpoint_table.py --data-dir ../shared/datasets           # print the table
-    python scripts/checkpoint_table.py --data-dir ../shared/datasets --write   # checkpoints/scores.json + README
+    python scripts/checkpoint_table.py --data-dir DIR           # print the table
+    python scripts/checkpoint_table.py --data-dir DIR --write   # checkpoints/scores.json + README
 
 Test error by the same code as evaluate.py (deterministic; for RAM also averaged over --samples
 sampled trajectories, as `evaluate.py --samples`), training time as recorded in the checkpoint

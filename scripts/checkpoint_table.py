@@ -1,7 +1,7 @@
 """Score every checkpoint in checkpoints/ and print the README's results table (markdown).
 
-    python scripts/checkpoint_table.py --data-dir ../shared/datasets           # print the table
-    python scripts/checkpoint_table.py --data-dir ../shared/datasets --write   # checkpoints/scores.json + README
+    python scripts/checkpoint_table.py --data-dir DIR           # print the table
+    python scripts/checkpoint_table.py --data-dir DIR --write   # checkpoints/scores.json + README
     python scripts/checkpoint_table.py --commands-only --write                 # rebuild the commands only
 
 The work is glimpse/scores.py's; this is its command line.

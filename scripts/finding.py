@@ -1,7 +1,7 @@
 """Did the attention find the digit? Where a checkpoint looked, against where the digit was.
 
-    python scripts/finding.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir ../shared/datasets
-    python scripts/finding.py --checkpoint checkpoints/*-cluttered*.pt --data-dir ../shared/datasets
+    python scripts/finding.py --checkpoint checkpoints/ram-cluttered100.pt --data-dir DIR
+    python scripts/finding.py --checkpoint checkpoints/*-cluttered*.pt --data-dir DIR
 
 On the fixed test canvases (the ones evaluate.py scores), for the checkpoints of every family with
 attention (RAM, DRAM, DRAW, Show-Attend-Tell, the Spatial Transformer, the differentiable retina)

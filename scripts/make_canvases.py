@@ -1,6 +1,6 @@
 """Write a fresh set of test canvases to an .npz, for ``evaluate.py --images``.
 
-    python scripts/make_canvases.py --preset cluttered60 --seed 20261123 --out fresh60.npz --data-dir ../shared/datasets
+    python scripts/make_canvases.py --preset cluttered60 --seed 20261123 --out fresh60.npz --data-dir DIR
     python evaluate.py --checkpoint checkpoints/stn-cluttered60.pt --images fresh60.npz
 
 Every digit of the split is placed once, by the task's recipe (envs/engine.py), with clutter and

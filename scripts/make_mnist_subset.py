@@ -3,7 +3,7 @@
 Deterministic, no randomness: the first PER_CLASS_TRAIN training digits and the first
 PER_CLASS_TEST test digits of each class, in file order, from the official MNIST files.
 
-    python scripts/make_mnist_subset.py --data-dir ../shared/datasets
+    python scripts/make_mnist_subset.py --data-dir DIR
 """
 from __future__ import annotations
 

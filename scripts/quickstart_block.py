@@ -47,7 +47,7 @@ def block(lines: list[str]) -> str:
     import torch
 
     return "\n".join(["```text", *lines, "```", "",
-                      f"(Made by `python scripts/quickstart_block.py` on {time.strftime('%Y-%m-%d')}, commit {commit}: "
+                      f"(Made by `python scripts/quickstart_block.py --data-dir DIR --write` on {time.strftime('%Y-%m-%d')}, commit {commit}: "
                       f"{platform.machine()}, {os.cpu_count()} CPU cores, 1 torch thread, torch {torch.__version__}. "
                       f"The accuracies repeat on the same machine and torch build; the seconds depend on what else "
                       f"the machine was doing, and another CPU or torch build may round differently.)"])

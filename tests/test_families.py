@@ -282,6 +282,12 @@ def test_arch_picks_the_family_within_its_mode_and_the_old_flags_still_work(caps
         resolve_config({"mode": "soft", "arch": "dram"})
     assert train.main(["--mode", "hard", "--soft-arch", "draw", "--data-dir", "bundled"]) == 2
     assert "old spelling of --arch for --mode soft" in capsys.readouterr().err
+    # family names are unique, so --arch alone names its mode; a --mode given that disagrees is refused
+    from glimpse.training.config import config_from_args
+    for family in list_families():
+        assert config_from_args(train.build_parser().parse_args(["--arch", family.name])).mode == family.mode
+    with pytest.raises(ValueError, match="sat-max is a family of --mode full"):
+        config_from_args(train.build_parser().parse_args(["--mode", "hard", "--arch", "sat-max"]))
     assert "replaced by --arch" in train.build_parser().format_help()
     # a checkpoint's flat train_config of before --arch (mode, soft_arch and full_arch) still loads
     old = {k: v for k, v in TrainConfig().to_dict().items() if k != "arch"}

@@ -267,6 +267,7 @@ def test_paired_tests_pool_matching_seeds_and_holm_adjust():
 def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_twice_the_epochs():
     from types import SimpleNamespace
 
+    from glimpse.report.document import _doubling_cell
     from glimpse.report.measurements import converged_by_noise, doubling_check, late_gain, validation_noise
 
     curve = [{"epoch": e, "val_accuracy": a} for e, a in enumerate([0.5, 0.8, 0.9, 0.95, 0.951, 0.9512, 0.951, 0.9515,
@@ -283,11 +284,16 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     forty, eighty = right.copy(), right.copy()
     forty[:81] = False
     eighty[100:146] = False
-    def runs(r, error, seed=0):
-        return SimpleNamespace(runs=[{}], seeds=[seed], right=lambda index: r, test_errors=np.array([error]))
-    check = doubling_check(runs(forty, 0.0159), runs(eighty, 0.0124))
+    def runs(r, error, seed=0, epochs=40):
+        return SimpleNamespace(runs=[{"train_config": {"epochs": epochs}}], seeds=[seed], right=lambda index: r,
+                               test_errors=np.array([error]))
+    check = doubling_check(runs(forty, 0.0159), runs(eighty, 0.0124, epochs=80))
     assert not check["converged"] and check["p"] < 0.01 and check["doubled_error"] == 0.0124
+    assert check["doubled_epochs"] == 80 and _doubling_cell(check).endswith("not converged (81 against 46 canvases, p = 0.0024)")
     assert doubling_check(runs(forty, 0.0159), runs(forty, 0.0159))["converged"]
+    worse = doubling_check(runs(eighty, 0.0124), runs(forty, 0.0159, epochs=80))  # twice the epochs lost
+    assert worse["converged"] and "reads less right: converged, but the recipe is unsteady" in _doubling_cell(worse)
+    assert "no gain shown: converged" in _doubling_cell(doubling_check(runs(forty, 0.0159), runs(forty, 0.0159)))
     assert doubling_check(runs(forty, 0.0159), SimpleNamespace(runs=[], seeds=[])) is None
     assert doubling_check(runs(forty, 0.0159, seed=1), runs(eighty, 0.0124)) is None  # seed 0's, not another's
 
@@ -429,10 +435,21 @@ def test_the_sensor_section_names_a_model_its_doubling_check_did_not_settle():
     mean, sat = by_name("sat-mean"), by_name("sat")
     r = SimpleNamespace(groups=[group(mean, "sat-mean", [0.0175]), group(sat, "sat", [0.0165])],
                         measured={mean.name: measured, sat.name: measured}, tests=[], n_test=10_000,
-                        doubling={mean.name: {"converged": False, "doubled_error": 0.0135},
-                                  sat.name: {"converged": True, "doubled_error": 0.016}})
+                        doubling={mean.name: {"converged": False, "doubled_error": 0.0135, "doubled_epochs": 81},
+                                  sat.name: {"converged": True, "doubled_error": 0.016, "doubled_epochs": 80}})
     text = "\n".join(_sensor_against_gradient(r))
-    assert "Not converged by the doubling check" in text and f"{mean.label} (1.35 % at {2 * mean.epochs} epochs)" in text
+    assert "Not converged by the doubling check" in text and f"{mean.label} (1.35 % at 81 epochs)" in text
     assert f"{sat.label} (" not in text.split("Not converged by the doubling check")[1]
     r.doubling[mean.name] = {"converged": True, "doubled_error": 0.0174}
     assert "Not converged" not in "\n".join(_sensor_against_gradient(r))
+
+
+def test_the_headline_interval_counts_canvases_not_canvases_times_seeds():
+    """Seeds misread the same hard canvases: the interval of their mean error has the canvases as n."""
+    from glimpse.report.document import _error_cell
+    from glimpse.stats import format_interval
+
+    cell = _error_cell(np.array([0.0200, 0.0210]), 10_000)
+    assert cell == f"2.05 ± 0.07 ({format_interval(205, 10_000)})"
+    assert format_interval(205, 10_000) != format_interval(410, 20_000)  # the old, too narrow pooling
+    assert _error_cell(np.array([0.02]), 10_000) == f"2.00 ({format_interval(200, 10_000)}; 1 seed)"

@@ -1,10 +1,10 @@
 """The comparison lab: hard vs soft attention and the baselines, side by side, in one report.
 
-    python report.py --train                 # train what is missing (about an hour on 2 cores), then report
+    python report.py --train --jobs 2        # train what is missing (7 h of runs: 3.5 h on 2 cores), then report
     python report.py                         # report from the finished runs in runs/report
     python report.py --train --budget 3      # three times the epochs of every model
     python report.py --readme                # also put the headline table and figure in ./README.md
-    python report.py --train --converged     # the attention models trained to convergence (hours; resumable)
+    python report.py --train --converged     # every model to convergence (about 90 h of runs; resumable)
 
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs

@@ -84,13 +84,15 @@ def _si(x: float) -> str:
 
 
 def _error_cell(errors: np.ndarray, n_test: int) -> str:
-    """Mean ± sd over seeds, and the 95 % Wilson interval of every seed's canvases pooled: how well
-    the test canvases pin down these runs' error. It is not an interval of the recipe's mean over
-    seeds (the seeds read the same canvases, and their spread is the sd beside it)."""
+    """Mean ± sd over seeds, and the 95 % Wilson interval of the seeds' mean error on the test
+    canvases, with the canvas as the unit (n = the canvases, not canvases x seeds: the seeds misread
+    the same hard canvases, so pooling them as independent reads would narrow it by up to sqrt(seeds)).
+    It says how well the canvases pin down these runs' error, not the recipe's mean over seeds
+    (their spread is the sd beside it)."""
     if len(errors) == 0:
         return "not trained"
     pct = 100 * errors
-    pooled = format_interval(float(errors.sum()) * n_test, n_test * len(errors))
+    pooled = format_interval(float(errors.mean()) * n_test, n_test)
     if len(pct) == 1:
         return f"{pct[0]:.2f} ({pooled}; 1 seed)"
     return f"{pct.mean():.2f} ± {pct.std(ddof=1):.2f} ({pooled})"
@@ -192,7 +194,7 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     doubling = {}  # --converged: each run of seed 0 against its recipe at twice the epochs
     for group in (g for g in groups if settings.converged and g.experiment.name.endswith("-converged")):
         twice = settings.collect(doubled(group.experiment), settings.seeds[:1])
-        doubling[group.experiment.name] = doubling_check(group, twice)
+        doubling[group.experiment.name] = doubling_check(group, twice, seed=settings.seeds[0])
     progress("[report] writing")
     n_test = len(test_canvases.labels)
     path = out / "compare.md"
@@ -394,7 +396,7 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict, n_
         rows.append([e.label, e.group, _error_cell(group.test_errors, n_test), e.paper or "–",
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
                      f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
-    return _table(["model", "kind", "test error % (mean ± sd over seeds; 95 % interval, seeds pooled)", "paper %",
+    return _table(["model", "kind", "test error % (mean ± sd over seeds; 95 % interval of the mean, canvas as the unit)", "paper %",
                    "pixels touched / image",
                    "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
 
@@ -534,7 +536,12 @@ def _runs_section(r: Measured) -> list[str]:
 def _doubling_cell(check: dict | None) -> str:
     if check is None:
         return "not trained"
-    verdict = "no gain shown: converged" if check["converged"] else "reads more right: not converged"
+    if not check["converged"]:
+        verdict = "reads more right: not converged"
+    elif check["only_a"] > check["only_b"] and check["p"] < 0.05:  # more epochs lost: the recipe, not the budget
+        verdict = "reads less right: converged, but the recipe is unsteady with the budget"
+    else:
+        verdict = "no gain shown: converged"
     return (f"{100 * check['doubled_error']:.2f} %, {verdict} ({check['only_b']} against {check['only_a']} "
             f"canvases, p = {_p(check['p'])})")
 
@@ -595,7 +602,8 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
     if unsettled:  # its rows hold its budget's error, not the model's: a verdict on it may change
         said += ("\n\nNot converged by the doubling check (twice the epochs read more right), so these rows give "
                  "their budget's error and any verdict on them may move: "
-                 + "; ".join(f"{e.label} ({100 * r.doubling[e.name]['doubled_error']:.2f} % at {2 * e.epochs} epochs)"
+                 + "; ".join(f"{e.label} ({100 * r.doubling[e.name]['doubled_error']:.2f} % at "
+                             f"{r.doubling[e.name]['doubled_epochs']} epochs)"
                              for e in unsettled) + ".")
     return [
         "## Sensor against gradient",
@@ -608,7 +616,7 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         "",
         said,
         "",
-        _table(["sensor", "how it learns where to look", "model", "test error % (mean ± sd; 95 % interval, seeds pooled)",
+        _table(["sensor", "how it learns where to look", "model", "test error % (mean ± sd; 95 % interval of the mean, canvas as the unit)",
                 f"fresh canvases (seed {FRESH_SEED}) %", "pixels touched / image", "FLOPs / image", "train img/s",
                 "seeds"], rows),
         "",

@@ -211,13 +211,15 @@ def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | No
     """The ``seed`` run against the same recipe and seed trained for twice the epochs, canvas by
     canvas (McNemar's exact test on the fixed test canvases): "converged" means twice the budget is
     not shown to read more right (two-sided p < 0.05 with it ahead), not that it cannot: with one
-    seed a small gain can go unseen. None when either run is missing."""
+    seed a small gain can go unseen; one that reads significantly less right counts as converged too
+    (more epochs did not help), and the report says so. None when either run is missing."""
     if seed not in run.seeds or seed not in doubled.seeds:
         return None
     twice = doubled.seeds.index(seed)
     test = mcnemar(run.right(run.seeds.index(seed)), doubled.right(twice))
     better = test["only_b"] > test["only_a"] and test["p"] < 0.05
-    return {**test, "converged": not better, "doubled_error": float(doubled.test_errors[twice])}
+    return {**test, "converged": not better, "doubled_error": float(doubled.test_errors[twice]),
+            "doubled_epochs": int(doubled.runs[twice]["train_config"]["epochs"])}
 
 
 def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:

@@ -42,7 +42,7 @@ class GeneralOptions:
 
     mode: str = _opt("hard", "how the model learns: hard, hard attention trained with REINFORCE through the env; "
                      "soft, soft attention trained by backpropagation; full, a baseline that reads the whole image "
-                     "(no attention); --arch picks the family", MODES)
+                     "(no attention); --arch picks the family (default: the mode of --arch, if given; else hard)", MODES)
     arch: str | None = _opt(None, "the family within --mode: " + "; ".join(
         f"{mode}: " + ", ".join(f"{f.name} ({f.title.split(' (')[0]}{', default' if f.default_for_mode else ''})"
                                 for f in list_families(mode)) for mode in MODES) + " (default: the mode's default)")
@@ -82,7 +82,7 @@ class GeneralOptions:
     data_dir: str | None = _opt(None, "MNIST root in torchvision's layout, or 'bundled' for the bundled subset "
                                 "(default: $GLIMPSE_DATA, ./data, download, bundled subset)")
     run_dir: str = _opt("runs", "where runs (TensorBoard logs and checkpoints) are written")
-    run_name: str | None = _opt(None, "sub-directory of --run-dir (default: derived from mode, preset, seed)")
+    run_name: str | None = _opt(None, "sub-directory of --run-dir (default: family-preset-seed-time, e.g. ram-cluttered60-seed0-20261129-131133)")
     threads: int = _opt(1, "torch CPU threads (1: these small models lose speed to more threads on a busy "
                            "machine; 0: torch's default, one per core)")
     device: str = _opt("auto", "where to train: auto (a GPU when there is one), cpu or cuda; under torchrun each "
@@ -287,6 +287,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Preset values, then whatever was given explicitly on the command line. An option that the
     chosen model does not have (``--reinforce-samples`` for DRAW) is refused, not silently dropped."""
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
+    owner = next((f for f in list_families() if f.name == given.get("arch")), None)
+    if owner is not None and "mode" not in given:  # family names are unique: --arch stn is --mode soft --arch stn
+        given["mode"] = owner.mode
     config = resolve_config(given)
     # the old spelling of --arch is welcome for its own mode
     stray = [name for name in given if name not in config.applicable() and ARCH_ALIASES.get(name) != config.mode]
