@@ -132,6 +132,17 @@ def test_attention_into_core_scales_the_gradient_that_leaves_the_attention_head(
     assert (g_0["attention.weight"].abs().sum(1) > 0).all()  # the attention head still learns at S = 0
     with pytest.raises(ValueError, match="attention_into_core"):
         DRAWConfig(attention_into_core=1.5)
+    # from three steps on, what read 2 does to read 3 reaches the head through h2: S damps the
+    # head's own gradient too (a bias like truncated backpropagation's, as docs/gradients.md says)
+
+    def head_gradient(scale):
+        torch.manual_seed(0)
+        model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=3, attention_into_core=scale))
+        with torch.no_grad():
+            model.attention.weight.mul_(10)
+        F.cross_entropy(model(images)["logits"], labels).backward()
+        return model.attention.weight.grad
+    assert not torch.allclose(head_gradient(0.5), head_gradient(1.0), rtol=1e-3, atol=0)
 
 
 def test_state_gradient_norms_measure_the_loop_without_touching_the_model():

@@ -82,6 +82,24 @@ def test_filters_are_normalised_on_the_canvas_and_vanish_off_it():
     assert torch.isfinite(f_x[2]).all() and f_x[2].sum() < 1e-3 and f_y[2].sum() < 1e-3
 
 
+@pytest.mark.parametrize("sigma2", [0.005, 1e-3, 1e-5])
+def test_a_filter_narrower_than_a_pixel_on_the_canvas_still_reads_its_nearest_pixels(sigma2):
+    """Centred between two pixel centres, every exp underflows; the row must not go dark (the
+    paper normalises every filter), but read the two pixels it lies between, half each."""
+    from glimpse.models.filterbank import filter_axis
+
+    midway = filter_axis(torch.tensor([30.5]), torch.tensor([1.0]), torch.tensor([sigma2]), 60, 4)  # mu 29, 30, 31, 32
+    torch.testing.assert_close(midway.sum(-1), torch.ones(1, 4))
+    torch.testing.assert_close(midway[0, 0, 28:30], torch.tensor([0.5, 0.5]))  # pixel centres 28.5 and 29.5
+    on_centres = filter_axis(torch.tensor([30.0]), torch.tensor([1.0]), torch.tensor([sigma2]), 60, 4)  # mu 28.5 ..
+    torch.testing.assert_close(on_centres[0], torch.eye(60)[28:32])
+    # a filter wide enough not to underflow is the plain normalised Gaussian, bit for bit
+    mu, sigma2 = torch.tensor([30.5 - 1.5, 30.5 - 0.5, 30.5 + 0.5, 30.5 + 1.5]), 0.05
+    plain = torch.exp(-((torch.arange(60) + 0.5 - mu[:, None]) ** 2) / (2 * torch.tensor(sigma2)))
+    wide = filter_axis(torch.tensor([30.5]), torch.tensor([1.0]), torch.tensor([sigma2]), 60, 4)[0]
+    torch.testing.assert_close(wide, plain / plain.sum(-1, keepdim=True), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("gx,gy,log_sigma2", [(30.0, -30.0, 0.0), (0.0, 0.0, -60.0), (1e3, 1e3, -200.0)])
 def test_no_nan_far_off_the_canvas_or_with_tiny_sigma(gx, gy, log_sigma2):
     raw = torch.tensor([[gx, gy, log_sigma2, 0.0, 0.0], [0.1, 0.2, log_sigma2, -1.0, 0.0]], requires_grad=True)

@@ -10,7 +10,9 @@ in the location. Outside the canvas reads as black, as in the retina (corners cl
 
 Honest differences from RAM's retina: the two agree only where a box's origin falls on a whole
 pixel (the retina rounds it there); and the gradient with respect to the location comes only from
-box edges that cross ink (a box edge inside a blank region moves nothing).
+box edges that cross ink (a box edge inside a blank region moves nothing). And in float32 the
+integral image of a [0, 1] canvas rounds (RAM's, of integers, is exact): a cell mean of a cluttered
+canvas differs from float64's by up to about 6e-5 (measured on 200 test canvases, 60x60 and 100x100).
 """
 from __future__ import annotations
 

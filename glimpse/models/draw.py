@@ -58,9 +58,11 @@ class DRAWClassifier(nn.Module):
     goes round that loop once per step, through the filters' derivative in their centre (in
     pixels per unit coordinate, half the canvas side: 50 on 100x100), and can grow by a factor
     per step. ``attention_into_core`` scales it where it leaves the attention parameters for
-    the LSTM state: 1 is the paper (full backpropagation); below 1 the attention head itself
-    still gets its exact gradient, and the state still learns from every read through the
-    LSTM. The forward pass is the same for every setting (like RAM's ``reinforce_into_core``).
+    the LSTM state: 1 is the paper (full backpropagation); below 1 the attention head still gets
+    the exact gradient through its own step's read, but what that read does to later reads
+    reaches it through the state and is damped too (a bias like truncated backpropagation's),
+    and the state still learns from every read through the LSTM. The forward pass is the same
+    for every setting (like RAM's ``reinforce_into_core``).
     """
 
     def __init__(self, config: DRAWConfig):
@@ -154,7 +156,7 @@ class DRAWFamily(Family):
                                          "(0: none, the paper; below 0.5): zoomed-in reads cannot point-sample the "
                                          "image and alias", low=0),
         "attention_into_core": Option(1.0, "share of the gradient of the attention parameters that flows back into "
-                                      "the LSTM state (1: the paper); the attention head keeps its exact gradient. "
+                                      "the LSTM state (1: the paper); the head's gradient through its own read stays exact, through later reads it is damped too. "
                                       "Below 1 it damps the loop state -> read -> state that explodes on 100x100 "
                                       "(docs/gradients.md)", low=0, high=1),
     }

@@ -16,11 +16,13 @@ import torch
 
 from envs.coords import unit_to_pixels
 
-# Z underflows to 0 when a filter lies off the canvas (or sigma is tiny); public DRAW code divides
-# by it and gets NaN. Off-canvas rows become ~0 instead.
+# Z underflows to 0 when a filter lies far off the canvas; public DRAW code divides by it and gets
+# NaN. Rows of filters centred more than about 6 sigma beyond an edge fade to 0 instead (nearer
+# ones, as in the paper, sum to 1 and weigh the edge pixels).
 NORMALISER_EPS = 1e-8
-# Floor on sigma^2 (pixels^2) inside the filters: below it the filter is already a single pixel,
-# and sigma^2 -> 0 would make the exponent's gradient inf * 0 = NaN.
+# Floor on sigma^2 (pixels^2) inside the filters: sigma^2 -> 0 would make the exponent's gradient
+# inf * 0 = NaN. Filters this narrow fall between pixel centres; those centred on the canvas are
+# normalised stably (a softmax), so they read the nearest pixel rather than nothing.
 SIGMA2_MIN = 1e-4
 
 
@@ -76,14 +78,21 @@ def filter_axis(centre: torch.Tensor, stride: torch.Tensor, sigma2: torch.Tensor
 
     mu_i = centre + (i - (N - 1) / 2) * stride for i = 0..N-1: the paper's (i - N/2 - 0.5) with
     i = 1..N. F[i, a] = exp(-(a + 0.5 - mu_i)^2 / (2 sigma^2)) / Z_i, Z_i = sum_a exp(...): rows sum
-    to 1 wherever the filter overlaps the canvas, and are ~0 (not NaN) where it does not.
+    to 1 wherever the filter's centre lies on the canvas (a filter narrower than a pixel too) or
+    near it, and fade to 0 (not NaN) for centres many sigma beyond an edge.
     """
     offsets = torch.arange(read_size, dtype=centre.dtype, device=centre.device) - (read_size - 1) / 2
     mu = centre[:, None] + offsets[None, :] * stride[:, None]  # (B, N)
     pixels = torch.arange(length, dtype=centre.dtype, device=centre.device) + 0.5  # pixel centres
     sigma2 = sigma2.clamp_min(SIGMA2_MIN)
-    filters = torch.exp(-((pixels[None, None, :] - mu[:, :, None]) ** 2) / (2 * sigma2[:, None, None]))
-    return filters / filters.sum(-1, keepdim=True).clamp_min(NORMALISER_EPS)
+    logits = -((pixels[None, None, :] - mu[:, :, None]) ** 2) / (2 * sigma2[:, None, None])
+    filters = torch.exp(logits)
+    normaliser = filters.sum(-1, keepdim=True)
+    faded = filters / normaliser.clamp_min(NORMALISER_EPS)
+    # Z < eps with the centre on the canvas: not off the canvas but narrower than the gap to the
+    # nearest pixel centre (sigma below about 0.08 px), where every exp underflows
+    narrow = (normaliser < NORMALISER_EPS) & ((mu >= 0) & (mu <= length))[:, :, None]
+    return torch.where(narrow, torch.softmax(logits, -1), faded)
 
 
 def filterbank_matrices(params: FilterbankParams, height: int, width: int,
