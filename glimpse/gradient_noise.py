@@ -59,8 +59,7 @@ def gradient_statistics(grad_fn: Callable[[int], torch.Tensor], n_batches: int) 
     (e.g. seeded by i) and must not change the weights. Computed in float64."""
     if n_batches < 2:
         raise ValueError(f"need at least 2 minibatches for a variance, got {n_batches}")
-    batches = progress(range(n_batches), disable=not show_progress, desc=f"K = {samples}", unit="minibatches")
-    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in batches])  # (n, d)
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])  # (n, d)
     mean = grads.mean(0)
     variance = grads.var(0, unbiased=True)
     total = float(variance.sum())
