@@ -35,7 +35,7 @@ def draw_attention(canvas, attention, label=None, prediction=None, upscale: int 
     side-by-side galleries."""
     if attention.maps is not None:
         maps = attention.maps.mean(0, keepdim=True) if compact else attention.maps
-        picture = overlay_attention(canvas, maps, upscale)
+        picture = overlay_attention(canvas, maps, upscale, cells=attention.map_cells)
     else:
         picture = draw_box_path(canvas, attention.centres, finest_and_last(attention.boxes), upscale,
                                 snap_to_retina=attention.box_rule == "retina")
@@ -167,15 +167,36 @@ def glimpse_grid(glimpses, height: int, sep: int = 2) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- soft attention maps
 
+def _to_picture(maps: torch.Tensor, h: int, w: int, upscale: int, cells: tuple[float, float] | None) -> np.ndarray:
+    """(T, gh, gw) -> (T, h, w): the maps interpolated at every picture pixel's centre, cell i's
+    value at its centre (pixels) ``first + i * stride``; beyond the first and last centres, the edge cell's."""
+    if cells is None:
+        return F.interpolate(maps[:, None], size=(h, w), mode="bilinear", align_corners=False)[:, 0].numpy()
+    first, stride = cells
+    gh, gw = maps.shape[-2:]
+
+    def axis(n_pixels: int, n_cells: int) -> torch.Tensor:  # grid_sample's [-1, 1] with align_corners=True
+        position = ((torch.arange(n_pixels, dtype=torch.float32) + 0.5) / upscale - first) / stride  # in cells
+        return position * 2 / max(n_cells - 1, 1) - 1
+
+    y, x = torch.meshgrid(axis(h, gh), axis(w, gw), indexing="ij")
+    grid = torch.stack([x, y], -1)[None].expand(len(maps), -1, -1, -1)
+    return F.grid_sample(maps[:, None], grid, mode="bilinear", padding_mode="border", align_corners=True)[:, 0].numpy()
+
+
 def _heat(m: np.ndarray) -> np.ndarray:
     """(..., H, W) in [0, 1] -> (..., 3, H, W) float in [0, 255]: black -> red -> yellow."""
     return 255.0 * np.stack([np.clip(2 * m, 0, 1), np.clip(2 * m - 1, 0, 1), np.zeros_like(m)], axis=-3)
 
 
-def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: float = 0.65) -> np.ndarray:
+def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: float = 0.65,
+                      cells: tuple[float, float] | None = None) -> np.ndarray:
     """Show-Attend-Tell: ``alpha`` (T, gh, gw) attention weights, one map per step.
 
-    Each map is upsampled (bilinear) to the picture, normalised to [0, 1] on its own, and blended
+    ``cells`` (centre of the first cell, stride), in canvas pixels, places the cells where the
+    model's features are (Show-Attend-Tell's encoder: 3.5 and 8, so its grid does not reach the
+    far edges); None spreads gh x gw equal cells over the canvas. Each map is interpolated
+    (bilinear) to the picture, normalised to [0, 1] on its own, and blended
     as heat (black -> red -> yellow) over the grey canvas, ``opacity * m`` of heat where the
     normalised map is m; at ``upscale >= 3`` each frame carries its step number. Returns (3, H*upscale, T*W*upscale + (T-1)*sep) uint8: the T frames.
     """
@@ -184,7 +205,7 @@ def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: fl
     maps = torch.as_tensor(_np(alpha), dtype=torch.float32)
     if maps.dim() != 3:
         raise ValueError(f"alpha must be (T, gh, gw), got shape {tuple(maps.shape)}")
-    maps = F.interpolate(maps[:, None], size=(h, w), mode="bilinear", align_corners=False)[:, 0].numpy()
+    maps = _to_picture(maps, h, w, upscale, cells)
     lo, hi = maps.min(axis=(1, 2), keepdims=True), maps.max(axis=(1, 2), keepdims=True)
     spread = hi - lo
     # a flat map (up to the interpolation's rounding) has nothing to show: no heat rather than noise

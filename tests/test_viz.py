@@ -167,6 +167,27 @@ def test_overlay_of_one_hot_attention_is_brightest_at_its_cell():
     np.testing.assert_array_equal(overlay_attention(grey, np.ones((1, 3, 3)), upscale=1), to_rgb_canvas(grey, 1))
 
 
+def test_show_attend_tell_cells_are_drawn_over_the_pixels_its_features_centre_on():
+    """Its encoder's cell i is centred at 8 i + 3.5 px, so a 7 x 7 grid spans 3.5..51.5 of a 60 px
+    canvas: a one-hot map peaks on that pixel, not stretched to the far edge."""
+    from glimpse.models import get_family
+    from glimpse.models.sat_encoder import ConvEncoder
+
+    attention = get_family("sat").attention({"alpha": torch.full((1, 2, 7, 7), 1 / 49)}, {"canvas_size": 60})
+    assert attention.map_cells == (3.5, 8.0) and attention[0].map_cells == attention.cpu().map_cells
+    centres = ConvEncoder.cell_centres(7)
+    for upscale in (1, 3):
+        for row, col in [(6, 6), (1, 5), (3, 2)]:
+            alpha = np.zeros((1, 7, 7), np.float32)
+            alpha[0, row, col] = 1.0
+            out = overlay_attention(np.zeros((60, 60), np.uint8), alpha, upscale=upscale, cells=attention.map_cells)
+            red = out[0].astype(int)
+            red[:8 * upscale, :8 * upscale] = 0  # the step number's glyph, drawn at upscale >= 3
+            y, x = np.unravel_index(red.argmax(), red.shape)
+            assert (y + 0.5) / upscale == pytest.approx(float(centres[row]), abs=0.5 / upscale + 1e-6)
+            assert (x + 0.5) / upscale == pytest.approx(float(centres[col]), abs=0.5 / upscale + 1e-6)
+
+
 def test_stack_rows_and_side_by_side_layout():
     a = np.full((3, 4, 6), 200, np.uint8)
     b = np.full((3, 5, 3), 100, np.uint8)

@@ -65,7 +65,9 @@ class Attention:
     ``boxes`` (B, T, S) or None: widths in canvas pixels of the S square boxes read around each
     centre (RAM: its k scales, finest first; DRAW: the filterbank grid; STN: the crop);
     ``maps`` (B, T, gh, gw) or None: soft weights over a grid of cells covering the canvas
-    (Show-Attend-Tell); ``glimpses`` (B, T, k, g, g) or None: what a hard model's sensor returned.
+    (Show-Attend-Tell); ``map_cells`` (first cell's centre, stride), in canvas pixels along either
+    side, where the maps' cells lie (None: gh x gw equal cells tiling the canvas);
+    ``glimpses`` (B, T, k, g, g) or None: what a hard model's sensor returned.
     """
 
     centres: torch.Tensor
@@ -73,14 +75,17 @@ class Attention:
     maps: torch.Tensor | None = None
     glimpses: torch.Tensor | None = None
     box_rule: str = "continuous"  # "retina": boxes snap to pixels as envs.retina reads them
+    map_cells: tuple[float, float] | None = None
 
     def cpu(self) -> "Attention":
         move = lambda x: None if x is None else x.detach().cpu()  # noqa: E731
-        return Attention(move(self.centres), move(self.boxes), move(self.maps), move(self.glimpses), self.box_rule)
+        return Attention(move(self.centres), move(self.boxes), move(self.maps), move(self.glimpses), self.box_rule,
+                         self.map_cells)
 
     def __getitem__(self, index) -> "Attention":
         pick = lambda x: None if x is None else x[index]  # noqa: E731
-        return Attention(pick(self.centres), pick(self.boxes), pick(self.maps), pick(self.glimpses), self.box_rule)
+        return Attention(pick(self.centres), pick(self.boxes), pick(self.maps), pick(self.glimpses), self.box_rule,
+                         self.map_cells)
 
 
 @dataclass

@@ -138,7 +138,8 @@ class SATFamily(Family):
         size = task["canvas_size"]
         cell_y, cell_x = (ConvEncoder.cell_centres(n).to(alpha) * (2.0 / size) - 1.0 for n in alpha.shape[-2:])
         centres = torch.stack([(alpha.sum(-2) * cell_x).sum(-1), (alpha.sum(-1) * cell_y).sum(-1)], -1)
-        return Attention(centres, maps=alpha)
+        first, second = ConvEncoder.cell_centres(2).tolist()
+        return Attention(centres, maps=alpha, map_cells=(first, second - first))
 
     def training_terms(self, look, config):
         """Xu et al.'s doubly stochastic regulariser, weighted by --attention-weight (0: off)."""
