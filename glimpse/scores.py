@@ -26,6 +26,7 @@ from glimpse.models import get_family
 from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
 from glimpse import leaderboard
 from glimpse.cli import check_threads, fail, interruptible, option_flags, replace_block
+from glimpse.progress import progress
 from glimpse.stats import format_interval, holm, mcnemar
 
 ROOT = Path(__file__).resolve().parents[1]  # the clone whose checkpoints/, README.md and docs/ this writes
@@ -164,7 +165,7 @@ def paired(paths: list[Path], data_dir: str | None) -> list[dict]:
     """McNemar's exact test for every two checkpoints tested on the same canvases (deterministic
     evaluation, seed 0), Holm-adjusted over all the pairs."""
     scored = {}
-    for path in paths:
+    for path in progress(paths, desc="paired tests: score", unit="checkpoints", timed=False):
         result = evaluate_checkpoint(path, data_dir=data_dir, progress=False, per_canvas=True)
         task = load_checkpoint(path)["task"]
         scored[path.name] = (canvas_recipe(task), result["right"])
@@ -252,9 +253,11 @@ def _score_and_write(args) -> int:
         if unknown:
             print(f"error: --only: no {', '.join(unknown)} in {args.checkpoints}", file=sys.stderr)
             return 2
-        rows = [score(p, args.data_dir, args.samples) if p.name in args.only else kept[p.name] for p in paths]
+        rows = [score(p, args.data_dir, args.samples) if p.name in args.only else kept[p.name]
+                for p in progress(paths, desc="score", unit="checkpoints", timed=False)]
     else:
-        rows = [score(path, args.data_dir, args.samples) for path in paths]
+        rows = [score(path, args.data_dir, args.samples)
+                for path in progress(paths, desc="score", unit="checkpoints", timed=False)]
     text = table(rows, args.samples)
     tests = paired(paths, args.data_dir)
     print(text, paired_table(tests), sep="\n\n")

@@ -29,6 +29,7 @@ from glimpse.cli import check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.finding import DEFAULT_RADIUS, NoAttention, localise_checkpoint
 from glimpse.checkpoint import CheckpointError
+from glimpse.progress import progress
 
 
 def percent(value) -> str:
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         return fail(exc)
     results = []
-    for checkpoint in args.checkpoint:
+    for checkpoint in progress(args.checkpoint, desc="find", unit="checkpoints", timed=False,
+                               disable=len(args.checkpoint) == 1):
         try:
             results.append(localise_checkpoint(checkpoint, data_dir=args.data_dir, split=args.split,
                                                radius=args.radius, seed=args.seed, batch_size=args.batch_size,
