@@ -73,8 +73,9 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
         one = where_it_looks(family, learner.model, learner.task, test.images[:2], test.labels[:2])
         assert len(one) == 2 and one[0].dtype == np.uint8 and one[0].shape[0] == 3
         assert list(drawn) == ["attention/where_it_looks"] and drawn["attention/where_it_looks"].shape[0] == 3
-        assert sum(p.numel() for p in attention_parameters(learner.model, name).values()) > 0
-        assert family.attention_module_text  # the report says in words what those parameters are
+        if family.learns_where_to_look:
+            assert sum(p.numel() for p in attention_parameters(learner.model, name).values()) > 0
+            assert family.attention_module_text, f"{name}: say in attention_module_text what those parameters are"
     else:
         assert look.attention is None and drawn == {}
         with pytest.raises(ValueError, match="no attention"):
@@ -140,6 +141,22 @@ def test_each_mode_has_one_default_family_and_a_second_is_refused():
     with pytest.raises(ValueError, match="both declare themselves the default of --mode hard"):
         register(rival)
     assert "rival" not in [f.name for f in list_families()]
+
+
+def test_a_family_that_draws_a_fixed_box_asks_for_no_attention_gradient(monkeypatch):
+    """A family may draw where it looks yet learn nothing about it (a fixed crop): it says so once,
+    and the report then measures no attention gradient for it; an unknown --arch names the
+    registered families and where a new one is registered."""
+    from glimpse.models import registry
+    from glimpse.report.experiments import family_experiments
+
+    fixed = type("FixedCropFamily", (type(get_family("stn")),), {"name": "fixed-crop", "learns_where_to_look": False})
+    monkeypatch.setitem(registry._REGISTRY, "fixed-crop", fixed())
+    assert [e.learns_attention for e in family_experiments(get_family("fixed-crop"))] == [False]
+    assert all(e.learns_attention for e in family_experiments(get_family("stn")))
+    assert resolve_config({"arch": "fixed-crop"}).mode == "soft"  # the Python API names the mode as --arch does
+    with pytest.raises(ValueError, match="there is no family 'centre-crop' .*registered: ram, .*glimpse/models/__init__.py"):
+        resolve_config({"arch": "centre-crop"})
 
 
 def _lab_files():

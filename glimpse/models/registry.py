@@ -153,6 +153,9 @@ class Family:
     report_variants: ClassVar[dict[str, tuple[str, dict]]] = {}
     # what the parameters of :meth:`attention_module` are, in words (for the report)
     attention_module_text: ClassVar[str | None] = None
+    # False for a family that draws where it looks but learns nothing about it (a fixed crop):
+    # it has no attention parameters, and the report measures no attention gradient for it
+    learns_where_to_look: ClassVar[bool] = True
     # optional modules (attribute names) a model may have that a checkpoint it starts from
     # (--init-from) lacks: they keep their own initialisation (RAM's context network)
     added_modules: ClassVar[tuple[str, ...]] = ()

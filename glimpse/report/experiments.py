@@ -41,10 +41,11 @@ def family_experiments(family: Family) -> list[Experiment]:
     """A registered family on the report's task, at the budget its module states, and each variant it
     declares (``report_variants``: a name, a label and the options that make it)."""
     group = family.mode if family.has_attention else "baseline"
+    learns = family.learns_where_to_look  # False: no attention gradient to measure (a fixed crop)
     base = Experiment(family.name, family.title, group, family.report_epochs, family_options(family),
-                      family.paper_error, arch=family.name)
+                      family.paper_error, learns_attention=learns, arch=family.name)
     return [base, *(Experiment(f"{family.name}-{variant}", label, group, family.report_epochs,
-                               {**family_options(family), **options}, arch=family.name)
+                               {**family_options(family), **options}, learns_attention=learns, arch=family.name)
                     for variant, (label, options) in family.report_variants.items())]
 
 

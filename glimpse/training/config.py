@@ -144,7 +144,9 @@ class GeneralOptions:
         names = [f.name for f in list_families(self.mode)]
         if arch not in names:
             owner = next((f for f in list_families() if f.name == arch), None)
-            why = f"{arch} is a family of --mode {owner.mode}" if owner else f"there is no family {arch!r}"
+            why = (f"{arch} is a family of --mode {owner.mode}" if owner else
+                   f"there is no family {arch!r} (registered: {', '.join(f.name for f in list_families())}; a "
+                   f"new family's module is imported in glimpse/models/__init__.py)")
             raise ValueError(f"--arch must be one of {names} with --mode {self.mode}: {why}")
         self.arch, self.soft_arch, self.full_arch = arch, None, None
 
@@ -287,9 +289,6 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Preset values, then whatever was given explicitly on the command line. An option that the
     chosen model does not have (``--reinforce-samples`` for DRAW) is refused, not silently dropped."""
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
-    owner = next((f for f in list_families() if f.name == given.get("arch")), None)
-    if owner is not None and "mode" not in given:  # family names are unique: --arch stn is --mode soft --arch stn
-        given["mode"] = owner.mode
     config = resolve_config(given)
     # the old spelling of --arch is welcome for its own mode
     stray = [name for name in given if name not in config.applicable() and ARCH_ALIASES.get(name) != config.mode]
@@ -308,6 +307,9 @@ def _owner(name: str) -> str:
 
 
 def resolve_config(overrides: dict) -> TrainConfig:
+    owner = next((f for f in list_families() if f.name == overrides.get("arch")), None)
+    if owner is not None and "mode" not in overrides:  # family names are unique: --arch stn is --mode soft --arch stn
+        overrides = {**overrides, "mode": owner.mode}
     base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "arch", *ARCH_ALIASES, "preset")})
     values = dict(PRESETS[base.preset])
     values.update(base.family.task_overrides.get(base.preset, {}))
