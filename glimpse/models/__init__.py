@@ -4,6 +4,6 @@
 rebuilds a model from what a checkpoint stores. See :mod:`glimpse.models.registry`.
 """
 from glimpse.models import ram, dram, draw, sat, stn, ram_diff, baselines, sat_pooled, resnet  # noqa: F401 - registers them; tables list them in this order
-from glimpse.models.registry import Attention, Family, Look, build_model, default_family, get_family, list_families
+from glimpse.models.registry import Attention, Family, Look, build_model, default_family, find_family, get_family, list_families
 
 __all__ = ["Attention", "Family", "Look", "build_model", "default_family", "get_family", "list_families"]

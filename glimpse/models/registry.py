@@ -302,6 +302,11 @@ def register(family_class: type[Family]) -> type[Family]:
     return family_class
 
 
+def find_family(name: str | None) -> Family | None:
+    """The family registered under ``name``, or None (no such family, or no name)."""
+    return _REGISTRY.get(name) if name is not None else None
+
+
 def get_family(name: str) -> Family:
     if name not in _REGISTRY:
         raise ValueError(f"unknown family {name!r}; the registered families are {sorted(_REGISTRY)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from glimpse.models import Family, default_family, list_families
+from glimpse.models import Family, default_family, find_family, list_families
 from glimpse.training.config import family_options, resolve_config
 
 TASK_PRESET = "cluttered60"  # the task every model of the report is trained and tested on
@@ -69,7 +69,7 @@ def converged(experiment: Experiment) -> Experiment:
     recipe for its ``converged_epochs``, in runs of its own (``<name>-converged-seed<k>``). An
     experiment whose family states no such budget (the full-image baselines, RAM with random
     glimpses) stays as it is, at its short budget."""
-    family = next((f for f in list_families() if f.name == experiment.arch), None)
+    family = find_family(experiment.arch)
     if family is None or family.converged_epochs is None or not experiment.learns_attention:
         return experiment
     return Experiment(f"{experiment.name}-converged", experiment.label, experiment.group, family.converged_epochs,

@@ -14,7 +14,7 @@ from dataclasses import InitVar, asdict, dataclass, field, fields, make_dataclas
 
 from envs.task import TASKS, GlimpseTask
 from glimpse.cli import MAX_THREADS
-from glimpse.models import default_family, get_family, list_families
+from glimpse.models import default_family, find_family, get_family, list_families
 from glimpse.models.registry import MODES, Family, declared_options, drop_removed
 
 # the architecture flags --arch replaced, each for its own mode; still accepted, and read from old checkpoints
@@ -143,7 +143,7 @@ class GeneralOptions:
         arch = self.arch or named or default_family(self.mode).name
         names = [f.name for f in list_families(self.mode)]
         if arch not in names:
-            owner = next((f for f in list_families() if f.name == arch), None)
+            owner = find_family(arch)
             why = (f"{arch} is a family of --mode {owner.mode}" if owner else
                    f"there is no family {arch!r} (registered: {', '.join(f.name for f in list_families())}; a "
                    f"new family's module is imported in glimpse/models/__init__.py)")
@@ -307,7 +307,7 @@ def _owner(name: str) -> str:
 
 
 def resolve_config(overrides: dict) -> TrainConfig:
-    owner = next((f for f in list_families() if f.name == overrides.get("arch")), None)
+    owner = find_family(overrides.get("arch"))
     if owner is not None and "mode" not in overrides:  # family names are unique: --arch stn is --mode soft --arch stn
         overrides = {**overrides, "mode": owner.mode}
     base = TrainConfig(**{k: v for k, v in overrides.items() if k in ("mode", "arch", *ARCH_ALIASES, "preset")})
