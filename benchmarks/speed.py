@@ -30,7 +30,7 @@ import torch
 from envs import TASKS
 from envs.data import DataError, load_mnist
 from envs.engine import fixed_canvas_set
-from glimpse.cli import check_threads, fail, interruptible, markdown_table
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
 from glimpse.models import list_families
 from glimpse.speed import (TRAINING_PHASES, env_steps_per_second, eval_images_per_second, matmul_gflops,
                            parallel_training_speed, training_flops_per_image, training_speed)
@@ -66,7 +66,7 @@ def int_list(text: str) -> tuple[int, ...]:
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one repetition instead of three")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),

@@ -3,6 +3,8 @@ score it on the lab's benchmark with ``glimpse.benchmark.score``.
 
     python examples/score_a_cnn.py                                  # bundled MNIST subset, 60 s
     python examples/score_a_cnn.py --data-dir DIR --seconds 300 --save benchmarks/results/small-cnn.json
+    python examples/score_a_cnn.py --data-dir DIR --steps 1000 --save benchmarks/results/small-cnn-1000-steps.json
+                                                                    # the leaderboard's row (any machine)
 
 The model is any ``torch.nn.Module`` from canvases (B, 1, H, W) in [0, 1] to logits (B, 10): the
 benchmark hands it the task's fixed test canvases (the ones every lab model is scored on) and
@@ -63,11 +65,12 @@ def main(argv: list[str] | None = None):
         steps += 1
     model.eval()
     result = score(lambda canvases: model(canvases), args.preset, data_dir=args.data_dir, limit=args.limit,
-                   model="small torchvision CNN (examples/score_a_cnn.py)")
+                   model=f"small torchvision CNN, {steps} steps (examples/score_a_cnn.py)")
     low, high = result.error_interval
     print(f"trained {steps} steps of 64 canvases in {time.perf_counter() - start:.0f} s; "
           f"{result.task}: error {100 * result.error:.2f} % (95 % interval {100 * low:.2f}-{100 * high:.2f}) "
-          f"on {result.n} {result.split} canvases (hash {result.set_hash})")
+          f"on {result.n} {result.split} canvases (hash {result.set_hash})"
+          + ("; the bundled subset's digits: not comparable with the leaderboard" if result.mnist_subset else ""))
     if args.save:
         result.save(args.save)
         print(f"saved {args.save}")

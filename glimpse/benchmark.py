@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import json
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -31,7 +31,7 @@ import torch
 from envs import ClutteredMNISTVectorEnv
 from envs.data import load_mnist
 from envs.engine import canvas_digest, first_locations, fixed_canvas_set, indexed_device
-from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
+from envs.task import BENCHMARK_VERSION, TASKS, TASKS_AS_SHIPPED, GlimpseTask
 from glimpse.inference import read_right
 from glimpse.models.hard import retina_pixels_read
 from glimpse.models.registry import canvases_to_tensor
@@ -76,7 +76,9 @@ class BenchmarkResult:
     reads: str  # "whole canvas" or "glimpses"
     trajectories_per_image: int
     glimpses_per_image: int | None
-    pixels_read_per_image: int  # canvas pixels that enter the model per image (context views included)
+    # canvas pixels that enter the model per image: a glimpse counts its widest box whole, and a pixel
+    # under two glimpses counts twice (context views included), so this can exceed the canvas
+    pixels_read_per_image: int
     model: str = ""
     task_settings: dict = field(default_factory=dict)  # every setting of the task: a "custom" one rebuilds
     mnist_subset: bool = False  # scored on the bundled subset's digits, not MNIST's test set
@@ -88,21 +90,29 @@ class BenchmarkResult:
         out["error_interval"] = list(self.error_interval)
         return out
 
-    def save(self, path: str | Path) -> None:
-        """The result as JSON, with which canvases it read right (bits, base64), so that a paired
-        test can be run on it later (:func:`paired`)."""
+    def saved(self) -> dict:
+        """The result as saved (and as ``evaluate.py --model ... --json`` prints it): its fields, with
+        which canvases it read right (bits, base64), so that a paired test can be run on it later
+        (:func:`paired`)."""
         saved = self.to_dict()
         if self.right is not None:
             saved["right_bits"] = base64.b64encode(np.packbits(np.asarray(self.right, bool)).tobytes()).decode()
-        Path(path).write_text(json.dumps(saved, indent=1) + "\n")
+        return saved
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.saved(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "BenchmarkResult":
+        """A saved result (a file :meth:`save` wrote, or the line ``evaluate.py --json`` printed, whose
+        extra keys such as ``against`` are left out)."""
         saved = json.loads(Path(path).read_text())
         bits = saved.pop("right_bits", None)
         right = None if bits is None else \
             np.unpackbits(np.frombuffer(base64.b64decode(bits), np.uint8), count=saved["n"]).astype(bool)
-        return cls(**{**saved, "error_interval": tuple(saved["error_interval"])}, right=right)
+        known = {f.name for f in fields(cls)} - {"right", "error_interval"}
+        return cls(**{k: v for k, v in saved.items() if k in known},
+                   error_interval=tuple(saved["error_interval"]), right=right)
 
 
 def paired(a: BenchmarkResult, b: BenchmarkResult) -> dict:
@@ -129,11 +139,15 @@ class Agent(Protocol):
 def benchmark_task(task: str | dict) -> tuple[str, dict]:
     """(name, task dict) of a preset name or a task dict (checked by the env's own rules)."""
     if isinstance(task, str):
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; the presets are {sorted(TASKS)}")
-        name, task = task, TASKS[task]
+        if task not in TASKS_AS_SHIPPED:
+            raise ValueError(f"unknown task {task!r}; the presets are {sorted(TASKS_AS_SHIPPED)}")
+        if TASKS.get(task) != TASKS_AS_SHIPPED[task]:
+            raise ValueError(f"envs.TASKS[{task!r}] was changed in this process ({TASKS.get(task)}, shipped as "
+                             f"{TASKS_AS_SHIPPED[task]}): a preset's name scores its shipped canvases only; pass "
+                             f"the changed settings as a dict to score them as a custom task")
+        name, task = task, TASKS_AS_SHIPPED[task]
     else:
-        name = next((n for n, t in TASKS.items() if t == task), "custom")
+        name = next((n for n, t in TASKS_AS_SHIPPED.items() if t == task), "custom")
     full = GlimpseTask(**{k: v for k, v in task.items() if k not in ("split", "data_dir")}).to_dict()
     return name, {k: v for k, v in full.items() if k not in ("split", "data_dir")}
 
@@ -196,13 +210,24 @@ def check_logits(logits, n: int, n_digits: int, device: torch.device) -> torch.T
     return logits
 
 
+def _call(model, inputs, what: str):
+    """``model(inputs)``; whatever it raises becomes a ValueError that says the model raised it
+    (the command line's bad input, exit 2), with the original chained."""
+    try:
+        return model(inputs)
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's code is reported as theirs
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise ValueError(f"{what} raised {type(exc).__name__}: {first_line}") from exc
+
+
 def _check_batch_independent(predict, images: torch.Tensor, logits: torch.Tensor, n_digits: int, device) -> None:
     """ValueError unless ``predict`` gives (to rounding) the same log-probabilities for the batch's
     canvases read in two halves: a score must not depend on --batch-size."""
     half = len(images) // 2
     if half == 0:
         return
-    parts = [check_logits(predict(part), len(part), n_digits, device) for part in (images[:half], images[half:])]
+    parts = [check_logits(_call(predict, part, f"the model, given canvases {tuple(part.shape)},"), len(part), n_digits,
+                          device) for part in (images[:half], images[half:])]
     again = torch.cat(parts).log_softmax(-1)
     if not torch.allclose(logits.log_softmax(-1), again, atol=1e-3, rtol=1e-3):
         moved = float((logits.log_softmax(-1) - again).abs().max())
@@ -233,7 +258,8 @@ def score(predict: Callable[[torch.Tensor], torch.Tensor], task: str | dict, *, 
     with _evaluating(predict):
         for start in range(0, len(canvases), batch_size):
             images = canvases_to_tensor(canvases.images[start:start + batch_size], device)
-            logits = check_logits(predict(images), len(images), n_digits, device)
+            logits = check_logits(_call(predict, images, f"the model, given canvases {tuple(images.shape)},"),
+                                  len(images), n_digits, device)
             if start == 0:
                 _check_batch_independent(predict, images, logits, n_digits, device)
             right.append(read_right(logits.argmax(-1).cpu().numpy(), canvases.labels[start:start + batch_size]))
@@ -285,9 +311,9 @@ def _play(agent: Agent, canvases, env_task: dict, first_location: str, seed: int
                                                               "labels": labels.to(env.device),
                                                               "first_location": first[start:start + n].to(env.device)})
         if hasattr(agent, "reset"):
-            agent.reset(n)
+            _call(agent.reset, n, "the agent's reset()")
         for _ in range(env.task.episode_length):
-            observation, reward, terminated, _, _ = env.step(agent.act(observation))
+            observation, reward, terminated, _, _ = env.step(_call(agent.act, observation, "the agent's act()"))
         if not bool(torch.as_tensor(terminated).all()):
             raise RuntimeError("the env must end every episode after its episode_length steps")
         right.append(torch.as_tensor(reward).cpu().numpy() > 0.5)  # 1 only when every digit is right

@@ -2,6 +2,7 @@
 one line and exit code 130."""
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import sys
@@ -11,6 +12,14 @@ from pathlib import Path
 BAD_INPUT = 2
 INTERRUPTED = 130
 MAX_THREADS = 1024  # far beyond any machine; torch's thread pool crashes the process (not an error) on absurd counts
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, whose errors (an unknown choice, a value of the wrong type, an unknown
+    flag) are one line and exit code 2, like every other bad input here, not the whole usage."""
+
+    def error(self, message: str):
+        self.exit(BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
 
 
 def interruptible(main):

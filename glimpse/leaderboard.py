@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from envs.task import BENCHMARK_VERSION
-from glimpse.benchmark import TEST_SEED
+from glimpse.benchmark import TEST_SEED, benchmark_task
 from glimpse.cli import markdown_table
 from glimpse.stats import format_interval
 
@@ -28,6 +28,7 @@ SCORES = ROOT / "checkpoints" / "scores.json"
 RESULTS = ROOT / "benchmarks" / "results"
 PUBLISHED = ROOT / "benchmarks" / "published.csv"
 TASKS = ("cluttered60", "cluttered100", "multi100", "mnist28")
+FULL_TEST_SET = 10_000  # the fixed test canvases of every task: one per MNIST test digit
 
 
 def task_of(checkpoint: str, family: str) -> str:
@@ -55,7 +56,8 @@ def lab_rows(scores: dict) -> list[dict]:
 
 def not_comparable(result: dict, full_sets: dict[str, int]) -> str | None:
     """Why a saved result cannot stand beside the lab's rows of its task, or None: it must be scored
-    on this benchmark version's fixed test canvases (MNIST's test digits, the test seed), all of them."""
+    on this benchmark version's fixed test canvases (MNIST's test digits, the test seed), all of them,
+    of one of the board's tasks with its shipped settings."""
     if result["benchmark"] != BENCHMARK_VERSION:
         return f"benchmark v{result['benchmark']}, not v{BENCHMARK_VERSION}"
     if result["split"] != "test" or result["canvas_seed"] != TEST_SEED:
@@ -63,8 +65,18 @@ def not_comparable(result: dict, full_sets: dict[str, int]) -> str | None:
                 f"test canvases (seed {TEST_SEED})")
     if result.get("mnist_subset"):
         return "scored on the bundled subset's digits, not MNIST's test set"
-    full = full_sets.get(result["task"])
-    if full is not None and result["n"] != full:
+    if result["task"] not in TASKS:
+        return f"task {result['task']!r}: the board's tasks are {', '.join(TASKS)}"
+    settings = result.get("task_settings")
+    if not settings:
+        return "it records no task settings (saved before they were recorded?): score it again"
+    shipped = benchmark_task(result["task"])[1]
+    changed = sorted(k for k in shipped.keys() | settings.keys() if settings.get(k) != shipped.get(k))
+    if changed:
+        return (f"scored with other task settings than {result['task']}'s: "
+                + ", ".join(f"{k} {settings.get(k)} (the task's {shipped.get(k)})" for k in changed))
+    full = full_sets.get(result["task"], FULL_TEST_SET)
+    if result["n"] != full:
         return f"{result['n']:,} canvases, not the task's {full:,} (a --limit?)"
     return None
 
@@ -131,12 +143,14 @@ def page(scores: dict, results_dir: Path = RESULTS, published: Path = PUBLISHED)
               "n episodes, if it has one, then `act(observation)` each step, returning `{\"location\": (n, 2) in "
               "[-1, 1], \"label\": (n,)}`, judged at the last step; `examples/sb3_ppo.py` is one). An `nn.Module` is "
               "scored in eval mode; a function that wraps one calls `eval()` itself, and one whose answers depend "
-              "on the batch is refused. Save the result "
+              "on the batch is refused. Choose the model (its epochs, its settings) on the validation canvases "
+              "(`score(..., split=\"val\")`) and score the test canvases once, at the end: the page cannot tell "
+              "how a result was chosen, and the lab's rows were chosen on validation canvases. Save the result "
               "with `result.save('benchmarks/results/NAME.json')`, and run `python scripts/leaderboard.py --write`. "
               "(`python evaluate.py --model MODULE:CALLABLE --preset TASK --json` prints the same result as its "
               "last line.) The page takes only results on the task's fixed test canvases, all of them, of MNIST's "
-              "test digits (no `--limit`, `--split val`, `--canvas-seed` or bundled subset); it refuses the "
-              "others by name. A saved result keeps which canvases it read right, so two of them are tested "
+              "test digits (no `--limit`, `--split val`, `--canvas-seed` or bundled subset), of one of its tasks "
+              "with the task's shipped settings; it refuses the others by name. A saved result keeps which canvases it read right, so two of them are tested "
               "canvas by canvas later: `glimpse.benchmark.paired(BenchmarkResult.load(a), BenchmarkResult.load(b))`.",
               "- **A published number:** add a line to `benchmarks/published.csv` with its source; write "
               "`unknown` in any protocol column the source does not settle.",

@@ -25,7 +25,7 @@ from glimpse.evaluation import canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
 from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
 from glimpse import leaderboard
-from glimpse.cli import check_threads, fail, interruptible, option_flags, replace_block
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, option_flags, replace_block
 from glimpse.progress import progress
 from glimpse.stats import format_interval, holm, mcnemar
 
@@ -201,7 +201,7 @@ def update_readme(readme: Path, text: str) -> None:
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints",
                         help="the folder of checkpoints to score (its *.pt)")

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from glimpse.cli import replace_block
+from glimpse.cli import ArgumentParser, replace_block
 from glimpse.models.registry import families_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,7 +17,7 @@ BLOCKS = {ROOT / "docs" / "training.md": ("<!-- families:start -->", "<!-- famil
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="rewrite the blocks instead of checking them")
     args = parser.parse_args(argv)
     stale = []

@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from glimpse.cli import check_threads, fail, interruptible
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible
 from envs.data import DataError, load_mnist
 from glimpse.gradient_noise import soft_minibatch
 from glimpse.models import get_family, list_families
@@ -26,7 +26,7 @@ from glimpse.checkpoint import CheckpointError, load_model
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a DRAW checkpoint (best.pt or last.pt of a run)")
     parser.add_argument("--attention-into-core", type=float, nargs="+", default=[1.0, 0.1],
                         help="shares of the attention gradient let into the state, each in [0, 1]")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from glimpse.cli import check_threads, fail, interruptible
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.finding import DEFAULT_RADIUS, NoAttention, localise_checkpoint
 from glimpse.checkpoint import CheckpointError
@@ -86,7 +86,7 @@ def print_table(results: list[dict], radius: float) -> None:
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, nargs="+",
                         help="checkpoints of attention families (several: a summary table)")
     parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,

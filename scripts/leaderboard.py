@@ -8,13 +8,13 @@ The work is glimpse/leaderboard.py's; this is its command line.
 import argparse
 import sys
 
-from glimpse.cli import fail, interruptible
+from glimpse.cli import ArgumentParser, fail, interruptible
 from glimpse.leaderboard import PAGE, write
 
 
 @interruptible
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="write the page instead of checking it")
     args = parser.parse_args(argv)
     try:

@@ -20,12 +20,12 @@ from pathlib import Path
 from envs.engine import fixed_canvas_set
 from envs.data import SPLITS, DataError, load_mnist
 from envs.task import TASKS, GlimpseTask
-from glimpse.cli import fail, interruptible, npz_path, write_npz
+from glimpse.cli import ArgumentParser, fail, interruptible, npz_path, write_npz
 
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(TASKS), default="cluttered60", help="the task's canvas recipe")
     parser.add_argument("--seed", type=int, required=True, help="seed of clutter and positions")
     parser.add_argument("--split", choices=SPLITS, default="test",

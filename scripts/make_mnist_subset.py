@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.data import BUNDLED_SUBSET, DataError, _read_torchvision
-from glimpse.cli import fail, interruptible, npz_path, write_npz
+from glimpse.cli import ArgumentParser, fail, interruptible, npz_path, write_npz
 
 PER_CLASS_TRAIN = 1000
 PER_CLASS_TEST = 200
@@ -28,7 +28,7 @@ def first_per_class(labels: np.ndarray, per_class: int) -> np.ndarray:
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", required=True, help="directory holding MNIST/raw in torchvision's layout")
     parser.add_argument("--out", type=Path, default=BUNDLED_SUBSET, help="the .npz to write (default: the shipped one)")
     args = parser.parse_args(argv)

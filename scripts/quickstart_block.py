@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from glimpse.cli import fail, interruptible, replace_block
+from glimpse.cli import ArgumentParser, fail, interruptible, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- quickstart:start -->", "<!-- quickstart:end -->"
@@ -55,7 +55,7 @@ def block(lines: list[str]) -> str:
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", required=True, help="a folder holding MNIST/raw (full MNIST)")
     parser.add_argument("--write", action="store_true", help="replace README.md's quickstart block")
     args = parser.parse_args(argv)

@@ -20,14 +20,14 @@ import torch
 
 from envs.data import DataError
 from glimpse.checkpoint import CheckpointError, load_model
-from glimpse.cli import check_threads, fail, interruptible, markdown_table
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
 from glimpse.gradient_noise import reinforce_estimator_noise
 from glimpse.models import get_family
 
 
 @interruptible
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a checkpoint of a hard-attention family (REINFORCE)")
     parser.add_argument("--samples", default="1,2,4,8", help="comma-separated K (1: the learned baseline)")
     parser.add_argument("--batches", type=int, default=100, help="minibatches per estimator")

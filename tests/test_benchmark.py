@@ -114,6 +114,18 @@ def test_the_leaderboard_page_is_generated_from_the_files_and_up_to_date(tmp_pat
     (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "canvas_seed": 7}))
     with pytest.raises(ValueError, match="of seed 7; the board's are the fixed test canvases"):
         leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
+    # another task's canvases under the preset's name, a task the board has no table for, or no settings
+    (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "n": 10_000,
+                                                     "task_settings": {**saved["task_settings"], "n_clutter": 0}}))
+    with pytest.raises(ValueError, match=r"zeros.json: scored with other task settings than cluttered60's: n_clutter 0 "
+                                         r"\(the task's 4\)"):
+        leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
+    for change, why in (({"task": "translated60"}, "task 'translated60': the board's tasks are"),
+                        ({"task": "custom"}, "task 'custom'"),
+                        ({"task_settings": {}}, "records no task settings")):
+        (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "n": 10_000, **change}))
+        with pytest.raises(ValueError, match=why):
+            leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
     # one on the whole fixed set (as full MNIST gives it) becomes a row of its task
     (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "n": 10_000}))
     page = leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
@@ -212,3 +224,30 @@ def test_a_saved_result_keeps_which_canvases_it_read_right_and_pairs_later(tmp_p
     other = score(lambda x: torch.zeros(len(x), 10), "cluttered60", data_dir="bundled", limit=76)
     with pytest.raises(ValueError, match="read other canvases"):
         paired(zeros, other)
+
+
+def test_a_changed_preset_a_failing_model_and_the_json_line(tmp_path, monkeypatch, capsys):
+    """A preset changed in the scoring process is refused by name (its canvases would be another
+    task's under the preset's name); a model that raises is bad input (exit 2, no traceback); and
+    evaluate.py's --json line loads as a result that can be paired."""
+    import envs
+    from glimpse.benchmark import BenchmarkResult, paired
+    from glimpse.commands import evaluate
+
+    monkeypatch.setitem(envs.TASKS, "cluttered60", {**envs.TASKS["cluttered60"], "n_clutter": 0})
+    with pytest.raises(ValueError, match=r"TASKS\['cluttered60'\] was changed in this process"):
+        score(lambda x: torch.zeros(len(x), 10), "cluttered60", data_dir="bundled", limit=5)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"the model, given canvases \(5, 1, 60, 60\), raised RuntimeError: boom"):
+        score(lambda x: (_ for _ in ()).throw(RuntimeError("boom")), "cluttered60", data_dir="bundled", limit=5)
+    module = tmp_path / "models.py"
+    module.write_text("import torch\n"
+                      "def crash(x):\n    raise RuntimeError('mat1 and mat2 shapes cannot be multiplied')\n"
+                      "def zeros(x):\n    return torch.zeros(len(x), 10)\n")
+    common = ["--preset", "cluttered60", "--data-dir", "bundled", "--limit", "20"]
+    assert evaluate.main(["--model", f"{module}:crash", *common]) == 2
+    assert "raised RuntimeError: mat1 and mat2" in capsys.readouterr().err
+    assert evaluate.main(["--model", f"{module}:zeros", *common, "--json"]) == 0
+    (tmp_path / "line.json").write_text(capsys.readouterr().out.strip().splitlines()[-1])
+    loaded = BenchmarkResult.load(tmp_path / "line.json")
+    assert loaded.n == 20 and loaded.right is not None and paired(loaded, loaded)["only_a"] == 0

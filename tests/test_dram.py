@@ -171,3 +171,26 @@ def test_the_glimpse_combination_is_a_dram_option():
     with pytest.raises(ValueError, match="glimpse_combine"):
         DRAMConfig(glimpse_combine="concat")
     assert train.main([*FAST[:-4], "--mode", "hard", "--glimpse-combine", "sum", "--max-steps", "1"]) == 2  # RAM's
+
+
+def test_a_dram_with_a_context_network_starts_from_one_without_and_reads_as_it_did(tmp_path):
+    """--init-from a DRAM without context: the added network starts at rest, so the first step's
+    outputs are the source's, whatever the coarse view shows."""
+    from glimpse.checkpoint import load_model
+    from glimpse.training.loop import initial_weights
+
+    family = get_family("dram")
+    assert train.main([*FAST, "--preset", "cluttered60", "--max-steps", "1", "--val-every", "1",
+                       "--run-dir", str(tmp_path), "--run-name", "plain"]) == 0
+    path = tmp_path / "plain" / "best.pt"
+    plain, _ = load_model(path)
+    config = resolve_config({"preset": "cluttered60", "mode": "hard", "arch": "dram", "context_size": 20,
+                             "init_from": str(path)})
+    weights, _ = initial_weights(config)
+    warm = family.build(family.model_config(config))
+    missing = warm.load_state_dict(weights, strict=False).missing_keys
+    assert missing and all(k.startswith("context_network.") for k in missing)
+    glimpse, location = torch.rand(B, config.n_scales, 12, 12), torch.zeros(B, 2)
+    a, b = plain(glimpse, location, ()), warm(glimpse, location, (), context=torch.rand(B, 20, 20))
+    torch.testing.assert_close(a.logits, b.logits)
+    torch.testing.assert_close(a.mean, b.mean)

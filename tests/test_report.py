@@ -355,6 +355,26 @@ def test_a_run_tested_on_an_older_benchmark_is_scored_again(tmp_path):
     assert rescored == evaluate_checkpoint(best, data_dir="bundled", progress=False)["accuracy"] > 0.0
 
 
+def test_a_run_of_another_budget_is_left_out(tmp_path):
+    """A family whose budget is raised keeps its run names: its runs at the old budget are not read as
+    the new one's (the report says it leaves them out), nor when --budget scales the epochs."""
+    from dataclasses import replace
+
+    from glimpse.commands import train
+    from glimpse.report.document import ReportSettings
+    from glimpse.report.measurements import collect
+
+    runs = tmp_path / "runs"
+    assert train.main(["--preset", "cluttered60", "--mode", "full", "--full-arch", "fc", "--max-steps", "2",
+                       "--epochs", "4", "--data-dir", "bundled", "--run-dir", str(runs), "--run-name", "fc-seed0"]) == 0
+    assert len(collect(FC, (0,), runs, "bundled", epochs=4).runs) == 1
+    assert collect(FC, (0,), runs, "bundled", epochs=8).runs == []
+    settings = ReportSettings(runs, tmp_path / "out", (0,), "bundled")
+    assert len(settings.collect(replace(FC, epochs=4)).runs) == 1
+    assert settings.collect(replace(FC, epochs=2)).runs == []
+    assert len(replace(settings, budget=2.0).collect(replace(FC, epochs=2)).runs) == 1
+
+
 def test_every_run_the_report_asks_for_is_a_command_train_accepts(tmp_path):
     """train.py refuses options its model does not use: every run of the report, the converged
     recipes, the glimpse sweep and the estimator runs included, names only options that apply."""

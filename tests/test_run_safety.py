@@ -418,3 +418,29 @@ def test_a_run_directory_it_cannot_write_in_is_named(tmp_path, monkeypatch, caps
     assert train.main([*QUICK, "--run-dir", str(runs), "--run-name", "r", "--max-steps", "1"]) == 2
     assert f"cannot write in run directory {runs / 'r'}: Permission denied" in capsys.readouterr().err
     assert not runs.exists()  # nothing left behind
+
+
+def test_argparse_errors_are_one_line_and_a_kept_or_finished_run_is_not_taken_over(tmp_path, capsys):
+    """An unknown choice or a mistyped number is one line and exit 2, like every other bad input; an
+    empty --run-dir is refused; a directory holding a best.pt (no last.pt) is not overwritten; a
+    finished run is not resumed for nothing; a bad --epochs on resume blames the option, not the file."""
+    for argv, match in ((["--preset", "nope"], "argument --preset: invalid choice: 'nope'"),
+                        (["--batch-size", "abc"], "argument --batch-size: invalid int value: 'abc'")):
+        with pytest.raises(SystemExit) as stopped:
+            train.main([*QUICK, *argv])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and match in err and len(err.strip().splitlines()) == 1
+    assert train.main([*QUICK, "--run-dir", ""]) == 2
+    assert "--run-dir must name a directory" in capsys.readouterr().err
+    runs = tmp_path / "runs"
+    assert train.main([*QUICK, "--max-steps", "2", "--run-dir", str(runs), "--run-name", "done"]) == 0
+    best = runs / "done" / "best.pt"
+    assert train.main([*QUICK, "--resume", str(runs / "done")]) == 2  # finished and tested: nothing to train
+    assert "has finished (step 2 of 2, tested); nothing to train (give a larger --max-steps" in capsys.readouterr().err
+    assert train.main([*QUICK, "--resume", str(runs / "done"), "--epochs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--epochs must be >= 1" in err and "last.pt" not in err
+    (runs / "done" / "last.pt").unlink()
+    kept = best.read_bytes()
+    assert train.main([*QUICK, "--max-steps", "2", "--run-dir", str(runs), "--run-name", "done"]) == 2
+    assert "already holds a model (best.pt) and no last.pt" in capsys.readouterr().err and best.read_bytes() == kept

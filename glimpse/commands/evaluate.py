@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from glimpse.cli import check_threads, fail, interruptible
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.evaluation import compare_checkpoints, evaluate_checkpoint
 from glimpse.checkpoint import CheckpointError
@@ -38,7 +38,7 @@ MAX_SAMPLES = 1000  # --samples: sampled trajectories averaged per canvas
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="a .pt written by train.py (best.pt) or shipped in checkpoints/")
     parser.add_argument("--model", metavar="MODULE:CALLABLE",
                         help="instead of --checkpoint: score this callable, canvases (B, 1, H, W) float in [0, 1] "
@@ -157,7 +157,7 @@ def score_outside_model(args, device) -> int:
     if result.mnist_subset:
         print("warning: the canvases hold the bundled subset's digits, not MNIST's test set: this error does not "
               "compare with the papers' or the leaderboard's", file=sys.stderr)
-    summary = result.to_dict()
+    summary = result.saved()
     if other is not None:
         test = mcnemar(result.right, other["right"])
         print(f"against {Path(args.against).name}: error {100 * other['error']:.2f} %; canvas by canvas "

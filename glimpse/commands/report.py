@@ -4,7 +4,7 @@
     python report.py                         # report from the finished runs in runs/report
     python report.py --train --budget 3      # three times the epochs of every model
     python report.py --readme                # also put the headline table and figure in ./README.md
-    python report.py --train --converged     # every model to convergence (about 90 h of runs; resumable)
+    python report.py --train --converged     # every model to convergence (about 110 h of runs; resumable)
 
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from glimpse.cli import check_threads, fail
+from glimpse.cli import ArgumentParser, check_threads, fail
 from envs.data import DataError, load_mnist
 from glimpse.report.document import (HEADLINE_END, HEADLINE_START, ReportSettings, adopt_checkpoint, build_report,
                                      keep_record, update_readme)
@@ -45,7 +45,7 @@ MAX_BUDGET = 1000  # times the epochs of every model
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, default=Path("runs") / "report", help="where the report's runs live")
     parser.add_argument("--out", type=Path, default=None,
                         help="where compare.md and the PNGs go (default reports, with --converged reports/converged)")
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
                                   speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
                                   estimator_samples=args.estimators, converged=args.converged, records_dir=args.records,
+                                  budget=args.budget,
                                   command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
         for checkpoint in args.adopt:
             print(f"[report] {adopt_checkpoint(settings, checkpoint, requests(args))}: adopted {checkpoint}",

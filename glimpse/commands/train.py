@@ -41,16 +41,25 @@ def resumed_config(args) -> TrainConfig:
         raise ValueError(f"--resume continues a run with its own settings; cannot change "
                          f"{', '.join('--' + n.replace('_', '-') for n in refused)} "
                          f"(allowed: {', '.join('--' + n.replace('_', '-') for n in RESUMABLE_OVERRIDES)})")
-    values.update({name: getattr(args, name) for name in changed})
     if args.max_steps and args.max_steps <= checkpoint["step"]:
         raise ValueError(f"--max-steps {args.max_steps}: the run in {path} is already at step {checkpoint['step']}; "
                          f"nothing to train (give more steps, or leave --max-steps out)")
     try:
-        return TrainConfig.from_dict(values)
+        return TrainConfig.from_dict({**values, **{name: getattr(args, name) for name in changed}})
     except TypeError as exc:  # an option this version does not know
         raise CheckpointError(f"{path}: its train_config does not fit this version's options ({exc})") from exc
     except ValueError as exc:
+        if changed and _valid(values):  # the run's own settings are fine: the fault is an option given here
+            raise
         raise CheckpointError(f"{path}: {exc}") from exc
+
+
+def _valid(values: dict) -> bool:
+    try:
+        TrainConfig.from_dict(values)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:

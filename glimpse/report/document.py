@@ -34,7 +34,7 @@ from glimpse.report.measurements import (
     doubling_check, estimator_variance, keep_records, paired_tests, throughput, time_to_threshold,
 )
 from glimpse.report.records import adopted_file_unchanged, file_sha256, make_record, record_path, write_record
-from glimpse.report.runs import RunRequest, finished_run
+from glimpse.report.runs import RunRequest, budget_epochs, finished_run
 from glimpse.scores import command as recipe_command
 from glimpse.training.config import resolve_config
 from glimpse.viz import where_it_looks
@@ -61,6 +61,7 @@ class ReportSettings:
     estimator_samples: tuple[int, ...] = ESTIMATOR_SAMPLES
     converged: bool = False  # the attention models are their --converged experiments
     records_dir: Path | None = None  # where each finished run's record is kept (default <out_dir>/records)
+    budget: float = 1.0  # every experiment's epochs times this (report.py --budget)
 
     @property
     def records(self) -> Path:
@@ -69,7 +70,8 @@ class ReportSettings:
     def collect(self, experiment: Experiment, seeds=None) -> SeedRuns:
         """The finished runs of ``experiment`` (all the report's seeds unless told), from their
         directories or else their records."""
-        return collect(experiment, self.seeds if seeds is None else seeds, self.runs_dir, self.data_dir, self.records)
+        return collect(experiment, self.seeds if seeds is None else seeds, self.runs_dir, self.data_dir, self.records,
+                       budget_epochs(experiment, self.budget))
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -709,7 +711,8 @@ def _cost_section(r: Measured) -> list[str]:
     return [
         "## Cost per image: O(1) per glimpse vs O(input)",
         "",
-        "Pixels touched: canvas pixels that enter the model's computation, as each family defines it "
+        "Pixels touched: canvas pixels that enter the model's computation, counted each time they enter (so "
+        "a model that reads by steps can touch more than the canvas holds), as each family defines it "
         "(`pixels_read`; a retina: those under each glimpse's largest box, one pixel wider a side where boxes "
         "fall between pixels, as the differentiable one's do; DRAW: every pixel at every step, its Gaussian "
         "filters having full support on paper; the Spatial Transformer: its localiser's field once (on 60x60 "

@@ -112,15 +112,20 @@ class SeedRuns:
 
 
 def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None = None,
-            records_dir: Path | None = None) -> SeedRuns:
+            records_dir: Path | None = None, epochs: int | None = None) -> SeedRuns:
     """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out), each from its
     directory in ``runs_dir`` or else from its record in ``records_dir``. A run tested on another
     benchmark version's canvases than today's is scored again on today's; a record of one, which
-    cannot be, is left out with a warning."""
+    cannot be, is left out with a warning. So is a run of other than ``epochs`` epochs (when given):
+    a family whose budget was raised keeps its run names, and its old runs are not the new budget's."""
     runs, dirs = [], []
     for seed in seeds:
         run_dir = runs_dir / experiment.run_name(seed)
         payload = finished_run(run_dir, records_dir)
+        if payload is not None and epochs is not None and payload["train_config"]["epochs"] != epochs:
+            say(f"[report] left out {run_dir.name}: it trained {payload['train_config']['epochs']} epochs, "
+                f"the budget asks {epochs}")
+            continue
         if payload is not None and payload.get("benchmark") != BENCHMARK_VERSION:
             if "right" in payload:
                 say(f"[report] left out {run_dir.name}: its record was tested on benchmark v{payload.get('benchmark')},"

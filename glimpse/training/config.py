@@ -13,7 +13,7 @@ import re
 from dataclasses import InitVar, asdict, dataclass, field, fields, make_dataclass
 
 from envs.task import TASKS, GlimpseTask
-from glimpse.cli import MAX_THREADS
+from glimpse.cli import MAX_THREADS, ArgumentParser
 from glimpse.models import default_family, find_family, get_family, list_families
 from glimpse.models.registry import MODES, Family, declared_options, drop_removed
 
@@ -189,7 +189,10 @@ class GeneralOptions:
             raise ValueError(f"--threads {self.threads} is more than this library allows ({MAX_THREADS})")
 
     def _check_run_name(self) -> None:
-        """A run name names one directory inside --run-dir: no separators, no '.' or '..'."""
+        """A run name names one directory inside --run-dir: no separators, no '.' or '..'; --run-dir
+        names a directory (an empty one would write the run into the current directory)."""
+        if not str(self.run_dir).strip():
+            raise ValueError("--run-dir must name a directory, got ''")
         name = self.run_name
         if name is None:
             return
@@ -253,7 +256,7 @@ def family_options(family: Family) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description="Train hard (" + ", ".join(f.name for f in list_families("hard")) + ") or soft ("
                     + ", ".join(f.name for f in list_families("soft")) + ") visual attention on cluttered MNIST, "
                     "or a full-image baseline (" + ", ".join(f.name for f in list_families("full")) + ").",

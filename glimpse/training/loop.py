@@ -215,6 +215,11 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
                 raise ValueError(f"--epochs {config.epochs} ends at step {run.total_steps} ({steps_per_epoch} an "
                                  f"epoch), and the run in {run_dir} is already at step {run.start_step}; nothing "
                                  f"to train (give more epochs, or leave --epochs out)")
+            if run.start_step == run.total_steps and _tested(run_dir / "best.pt"):
+                # (a run stopped between its last step and its test is resumed: it is tested then)
+                more = "a larger --max-steps (or 0)" if config.max_steps == run.total_steps else "more --epochs"
+                raise ValueError(f"the run in {run_dir} has finished (step {run.start_step} of {run.total_steps}, "
+                                 f"tested); nothing to train (give {more} to train it further)")
             run.elapsed = resumed.get("train_seconds", 0.0)
             run.history = list(resumed.get("history", []))
         if world > 1:
@@ -247,6 +252,9 @@ def new_run_directory(config: TrainConfig) -> Path:
     if (run_dir / "last.pt").exists():
         raise FileExistsError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
                               f"or choose another --run-name")
+    if (run_dir / "best.pt").exists():  # a kept model without its last.pt: a new run would overwrite it
+        raise FileExistsError(f"{run_dir} already holds a model (best.pt) and no last.pt to resume: move or delete "
+                              f"it, or choose another --run-name")
     return run_dir
 
 
@@ -282,6 +290,14 @@ def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[
                          f"{', ...' if len(misfit) > 3 else ''}); give the options it was trained with "
                          f"(sizes, --core, --glimpse-net, --n-scales, ...)")
     return theirs, training_stages(source)
+
+
+def _tested(best: Path) -> bool:
+    """Whether the run's best.pt holds its test accuracy: the run finished."""
+    try:
+        return best.is_file() and "test_accuracy" in load_checkpoint(best)
+    except CheckpointError:
+        return False
 
 
 def _shape(state: dict, name: str) -> str:

@@ -50,8 +50,8 @@ class RunDirectory:
             holder = handle.read().strip() or "unknown"
             handle.close()
             if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise RunLocked(f"{self.path} is in use by another run (process {holder}); wait for it to end, "
-                                f"or choose another --run-name") from None
+                raise RunLocked(f"{self.path} is in use by another run (process {holder}); wait for it to end "
+                                f"(or, for a new run, choose another --run-name)") from None
             raise
         handle.seek(0)
         handle.truncate()

@@ -29,6 +29,7 @@ class DRAMFamily(HardFamily):
     converged_recipe = {"location_std": 0.25, "location_std_final": 0.1, "reinforce_into_core": 0.1,
                         "reinforce_samples": 4}
     converged_epochs = 80  # RAM's budget with the same recipe
+    added_modules = ("context_network",)  # it starts at rest: --init-from a DRAM without one reads as it did
     attention_module_text = "the emission network's mean head"
 
     def model_config(self, config) -> dict:

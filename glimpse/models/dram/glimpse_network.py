@@ -12,7 +12,8 @@ GLIMPSE_COMBINES = ("product", "sum")
 
 class ProductGlimpseNetwork(nn.Module):
     """g_n = ReLU(Linear(conv(glimpse))) * ReLU(Linear(location)): the "what" features gated by
-    where they were seen, as in the paper (RAM adds the two pathways instead).
+    where they were seen, the paper's product (RAM adds the two pathways instead); the conv
+    pathway is the lab's :class:`ConvWhat`, smaller than the paper's.
 
     Input ``glimpse`` (B, k, g, g) (g divisible by 4: :class:`ConvWhat` pools twice) and
     ``location`` (B, 2); output (B, output_size).

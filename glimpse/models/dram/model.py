@@ -11,8 +11,10 @@ glimpse network, r1 and the classifier only (locations are actions: no gradient 
 REINFORCE trains the emission network, r2 and the context network, and, scaled by
 ``reinforce_into_core``, r1 and the glimpse network below it.
 
-One difference from the paper, kept so that every hard family plays the same episodes: the first
-glimpse falls where the task says (the centre, or at random), not where r2's first state would
+Differences from the paper. The networks are smaller: the "what" pathway is the lab's two 3x3
+conv layers with pooling (glimpse/models/ram/glimpse_network.py's ConvWhat), not the paper's
+deeper conv stack, and the classifier is one linear layer on r1. And, kept so that every hard
+family plays the same episodes, the first glimpse falls where the task says (the centre, or at random), not where r2's first state would
 send it; the context still decides the state that glimpse is read into, and so every later
 location. On 100x100 (12-pixel glimpses, 4 scales) the first glimpse's widest scale (96 pixels)
 sees nearly the whole canvas; on 60x60 (3 scales) it sees the middle 48.

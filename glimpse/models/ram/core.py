@@ -32,7 +32,7 @@ class ReLURNNCore(nn.Module):
 
 
 class LSTMCore(nn.Module):
-    """LSTM core (the paper's choice for harder tasks). State: (h, c), each (B, hidden), or
+    """LSTM core (the paper's for its dynamic game; its classifiers use the ReLU RNN). State: (h, c), each (B, hidden), or
     ``()`` at rest (h_0 = c_0 = 0)."""
 
     def __init__(self, input_size: int, hidden_size: int):

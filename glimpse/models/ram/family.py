@@ -32,8 +32,8 @@ class RAMFamily(HardFamily):
     own_options = {
         "core": Option("rnn", "core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm")),
         "glimpse_net": Option("linear", "the glimpse network's \"what\" pathway: the paper's linear layer on the "
-                              "flattened glimpse, or conv, two 3x3 conv layers with max-pooling (as in Ba et al. "
-                              "2015's DRAM; --glimpse-size divisible by 4)", ("linear", "conv")),
+                              "flattened glimpse, or conv, two 3x3 conv layers with max-pooling (the lab's own; "
+                              "DRAM's is convolutional too; --glimpse-size divisible by 4)", ("linear", "conv")),
         "random_glimpses": Option(False, "glimpse at uniformly random locations instead of learned ones (the paper's "
                                   "random-glimpse baseline: no policy, no REINFORCE)"),
     }

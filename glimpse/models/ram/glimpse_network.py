@@ -8,8 +8,8 @@ from glimpse.models.channels_last import ChannelsLast
 
 
 class ConvWhat(ChannelsLast):
-    """The "what" pathway as a small conv net (the glimpse network of Ba et al. 2015's DRAM is
-    convolutional): (B, k, g, g) -> (B, what_size).
+    """The "what" pathway as a small conv net, the lab's own (DRAM's glimpse network, Ba et al.
+    2015, is convolutional too, and deeper): (B, k, g, g) -> (B, what_size).
 
     Two 3x3 convolutions of 16 and 32 channels, each followed by a 2x2 max-pool and ReLU, then a
     linear layer: its features no longer depend on exactly where in the patch a stroke falls,

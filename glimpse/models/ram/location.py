@@ -8,8 +8,9 @@ from torch import nn
 
 
 class LocationPolicy(nn.Module):
-    """pi(l | h) = N(mean(h), std^2 I) with mean = tanh(Linear(h)) in [-1, 1]^2 and a fixed std
-    (the paper; the trainer may anneal ``fixed_std`` over a run). Input h (B, hidden); outputs
+    """pi(l | h) = N(mean(h), std^2 I) with mean = tanh(Linear(h)) in [-1, 1]^2 (the paper's mean is
+    Linear(h); the tanh keeps it on the canvas) and a fixed std (the paper's; the trainer may
+    anneal ``fixed_std`` over a run). Input h (B, hidden); outputs
     mean (B, 2) and std (B, 2)."""
 
     def __init__(self, hidden_size: int, std: float = 0.15):
