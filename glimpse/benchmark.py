@@ -212,9 +212,12 @@ def check_logits(logits, n: int, n_digits: int, device: torch.device) -> torch.T
 
 def _call(model, inputs, what: str):
     """``model(inputs)``; whatever it raises becomes a ValueError that says the model raised it
-    (the command line's bad input, exit 2), with the original chained."""
+    (the command line's bad input, exit 2), with the original chained; running out of device
+    memory is the machine's limit, not bad input, and goes on as it is (a smaller batch helps)."""
     try:
         return model(inputs)
+    except torch.OutOfMemoryError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure of the user's code is reported as theirs
         first_line = (str(exc).strip().splitlines() or [""])[0]
         raise ValueError(f"{what} raised {type(exc).__name__}: {first_line}") from exc

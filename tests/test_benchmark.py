@@ -240,6 +240,9 @@ def test_a_changed_preset_a_failing_model_and_the_json_line(tmp_path, monkeypatc
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"the model, given canvases \(5, 1, 60, 60\), raised RuntimeError: boom"):
         score(lambda x: (_ for _ in ()).throw(RuntimeError("boom")), "cluttered60", data_dir="bundled", limit=5)
+    with pytest.raises(torch.OutOfMemoryError):  # the machine's limit, not bad input
+        score(lambda x: (_ for _ in ()).throw(torch.OutOfMemoryError("out")), "cluttered60", data_dir="bundled",
+              limit=5)
     module = tmp_path / "models.py"
     module.write_text("import torch\n"
                       "def crash(x):\n    raise RuntimeError('mat1 and mat2 shapes cannot be multiplied')\n"

@@ -373,6 +373,19 @@ def test_a_run_of_another_budget_is_left_out(tmp_path):
     assert len(settings.collect(replace(FC, epochs=4)).runs) == 1
     assert settings.collect(replace(FC, epochs=2)).runs == []
     assert len(replace(settings, budget=2.0).collect(replace(FC, epochs=2)).runs) == 1
+    # a directory of the old budget gives way to a record of the new one
+    from glimpse.checkpoint import load_checkpoint
+    from glimpse.report.records import make_record, record_path, write_record
+
+    payload = load_checkpoint(runs / "fc-seed0" / "best.pt")
+    records = tmp_path / "records"
+    records.mkdir()
+    write_record(record_path(records, "fc-seed0"),
+                 make_record({**payload, "train_config": {**payload["train_config"], "epochs": 8}},
+                             {"test-v1": np.ones(3, bool)}, keep_weights=False))
+    kept = collect(FC, (0,), runs, "bundled", records, epochs=8).runs
+    assert len(kept) == 1 and kept[0]["train_config"]["epochs"] == 8 and "right" in kept[0]
+    assert len(collect(FC, (0,), runs, "bundled", records, epochs=4).runs) == 1  # the directory, at its own budget
 
 
 def test_every_run_the_report_asks_for_is_a_command_train_accepts(tmp_path):

@@ -21,7 +21,7 @@ from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
-from glimpse.report.records import adopted_file_unchanged, make_record, record_path, write_record
+from glimpse.report.records import adopted_file_unchanged, make_record, read_record, record_path, write_record
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
@@ -117,15 +117,19 @@ def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None 
     directory in ``runs_dir`` or else from its record in ``records_dir``. A run tested on another
     benchmark version's canvases than today's is scored again on today's; a record of one, which
     cannot be, is left out with a warning. So is a run of other than ``epochs`` epochs (when given):
-    a family whose budget was raised keeps its run names, and its old runs are not the new budget's."""
+    a family whose budget was raised keeps its run names, and its old runs are not the new budget's
+    (a directory of the old budget gives way to a record of the new one)."""
     runs, dirs = [], []
     for seed in seeds:
         run_dir = runs_dir / experiment.run_name(seed)
         payload = finished_run(run_dir, records_dir)
         if payload is not None and epochs is not None and payload["train_config"]["epochs"] != epochs:
-            say(f"[report] left out {run_dir.name}: it trained {payload['train_config']['epochs']} epochs, "
-                f"the budget asks {epochs}")
-            continue
+            record = read_record(record_path(records_dir, run_dir.name)) if records_dir is not None else None
+            if record is None or record["train_config"]["epochs"] != epochs:
+                say(f"[report] left out {run_dir.name}: it trained {payload['train_config']['epochs']} epochs, "
+                    f"the budget asks {epochs}")
+                continue
+            payload = record
         if payload is not None and payload.get("benchmark") != BENCHMARK_VERSION:
             if "right" in payload:
                 say(f"[report] left out {run_dir.name}: its record was tested on benchmark v{payload.get('benchmark')},"
