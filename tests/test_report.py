@@ -63,6 +63,9 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     # a generated file keeps no machine paths
     assert str(tmp_path) not in text and "/runs`" not in text
     assert "| leave-one-out, K = 2 | " in text and "| learned baseline | " in text
+    # the glimpse sweep puts the family's own paper numbers beside the lab's (RAM: 4.08 % at 6 glimpses)
+    sweep_rows = text.split("## Accuracy against the number of glimpses")[1].split("\n## ")[0].splitlines()
+    assert next(r for r in sweep_rows if r.startswith("| 6 |")).split(" | ")[2] == "4.08"
     for png in ("learning_curves.png", "glimpse_sweep.png", "where_they_look.png", "estimators.png"):
         with Image.open(out / png) as image:
             assert image.size[0] > 300 and image.size[1] > 200

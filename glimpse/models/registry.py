@@ -140,6 +140,9 @@ class Family:
     report_epochs: ClassVar[int] = 10
     # the report trains it with 1 to 8 glimpses too (accuracy against the number of glimpses)
     report_sweep: ClassVar[bool] = False
+    # the paper's test error % at each number of glimpses on the report's task, ((glimpses, error), ...),
+    # drawn beside the report's glimpse sweep
+    paper_sweep: ClassVar[tuple[tuple[int, float], ...]] = ()
     # ``report.py --converged``: the training options beyond the task preset that make this family's
     # best-known recipe (its shipped checkpoint's), and the epochs after which its validation error
     # has levelled off; None keeps the short budget (the full-image baselines)

@@ -2,7 +2,7 @@
 
 Everything in the report is computed here from the runs' checkpoints and from measurements
 taken while the report is built; nothing is typed in, except the papers' numbers (each family's
-``paper_error``, PAPER_SWEEP).
+``paper_error``, ``paper_sweep``).
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ from glimpse.scores import command as recipe_command
 from glimpse.training.config import resolve_config
 from glimpse.viz import where_it_looks
 
-PAPER_SWEEP = {"RAM": [(4, 4.96), (6, 4.08), (8, 4.04)], "DRAW": []}
 REINFORCE_SAMPLES = (1, 2, 4, 8)  # the hard family's estimators in the gradient table (--reinforce-samples)
 HEADLINE_START, HEADLINE_END = "<!-- report:headline:start -->", "<!-- report:headline:end -->"
 N_GALLERY = 6
@@ -341,14 +340,15 @@ def _estimator_runs(settings, data, speed_canvases, seconds_per_epoch: dict) -> 
 
 def _glimpse_sweep(settings, out: Path) -> dict:
     """The swept models' seed-0 runs at each number of glimpses, and their figure."""
-    sweep_rows, sweep_groups = {}, {}
+    sweep_rows, sweep_groups, paper = {}, {}, {}
     for base in (e for e in SWEPT if e in settings.models):
         short = base.label.split(" ")[0]
+        paper[short] = list(get_family(base.arch).paper_sweep)
         sweep_groups[short] = [(n, settings.collect(e, settings.seeds[:1])) for n, e in
                                zip(settings.glimpse_counts, sweep(base, settings.glimpse_counts))]
         sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
     if settings.glimpse_counts and sweep_groups:
-        figures.glimpse_sweep(sweep_rows, PAPER_SWEEP, out / "glimpse_sweep.png")
+        figures.glimpse_sweep(sweep_rows, paper, out / "glimpse_sweep.png")
     return sweep_groups
 
 
@@ -768,7 +768,7 @@ def _sweep_section(r: Measured) -> list[str]:
         for short, entries in r.sweep_groups.items():
             group = dict(entries)[n]
             row.append(f"{100 * group.test_errors[0]:.2f}" if group.runs else "not trained")
-            paper = dict(PAPER_SWEEP.get(short, []))
+            paper = dict(get_family(entries[0][1].experiment.arch).paper_sweep)
             row.append(f"{paper[n]:.2f}" if n in paper else "–")
         rows.append(row)
     header = ["glimpses"] + [c for short in r.sweep_groups for c in (f"{short} (this lab)", f"{short} (paper)")]
