@@ -49,7 +49,7 @@ for _env_id, _kwargs in ENV_TASKS.items():
             id=_env_id,
             entry_point="envs.cluttered_mnist:ClutteredMNISTEnv",
             vector_entry_point="envs.vector:ClutteredMNISTVectorEnv",
-            kwargs=_kwargs,
+            kwargs=dict(_kwargs),  # a copy: a process that edits envs.TASKS does not change what an id makes
         )
 
 __all__ = ["ClutteredMNISTEnv", "ClutteredMNISTVectorEnv", "EpisodeEngine", "GlimpseTask", "TorchToNumpy",

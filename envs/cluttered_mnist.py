@@ -39,7 +39,8 @@ class ClutteredMNISTEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Options: ``first_location`` ("random", "centre" or an (x, y) pair), or an explicit
         ``canvas`` ((H, W) uint8) with its ``label`` (one per digit), or a digit ``index`` into the
-        split (the first digit of the canvas; the others are drawn from the env's generator)."""
+        split (the first digit placed, at a random place: with several digits not necessarily the first
+        in reading order; the others are drawn from the env's generator)."""
         with unchanged_on_error(self, self._episodes.generator):
             return self._reset(seed, dict(options or {}))
 

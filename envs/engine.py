@@ -271,6 +271,15 @@ def as_tensor(value, device: torch.device, dtype: torch.dtype | None = None) -> 
     return tensor.to(device=device, dtype=dtype or tensor.dtype)
 
 
+def _user_tensor(name: str, value, device: torch.device) -> torch.Tensor:
+    """:func:`as_tensor` of something a user gave; ValueError naming it when it is not an array of numbers
+    (None, strings, ragged lists)."""
+    try:
+        return as_tensor(value, device)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of numbers, got {type(value).__name__} {value!r:.80}") from exc
+
+
 class EpisodeEngine:
     """B synchronous glimpse episodes of one task on one device: the engine behind both envs.
 
@@ -347,12 +356,12 @@ class EpisodeEngine:
     def user_canvases(self, images, labels, n: int, validate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Canvases given by the caller: (n, H, W) uint8 and their labels ((n,) or (n, K) in 0..9)."""
         size = self.task.canvas_size
-        images = as_tensor(images, self.device)
+        images = _user_tensor("canvases", images, self.device)
         if tuple(images.shape) != (n, size, size) or images.dtype != torch.uint8:
             raise ValueError(f"canvases must be uint8 of shape {(n, size, size)}, got {images.dtype} "
                              f"{tuple(images.shape)}")
         shape = (n,) if self.task.n_digits == 1 else (n, self.task.n_digits)
-        labels = as_tensor(labels, self.device)
+        labels = _user_tensor("labels", labels, self.device)
         if tuple(labels.shape) != shape or labels.dtype.is_floating_point or labels.dtype == torch.bool:
             raise ValueError(f"labels must be integers of shape {shape}, got {labels.dtype} {tuple(labels.shape)}")
         if validate and not bool(((labels >= 0) & (labels <= 9)).all()):

@@ -164,10 +164,18 @@ def _label(image: np.ndarray, text: str, corner, colour, scale: int) -> None:
 
 # ----------------------------------------------------------------------------- attention paths
 
-def _unit_to_canvas_px(locations, height: int, width: int) -> np.ndarray:
-    """(T, 2) unit (x, y) -> (T, 2) float64 continuous canvas pixel coordinates (x, y)."""
-    loc = torch.as_tensor(_np(locations), dtype=torch.float64).reshape(-1, 2)
+def _unit_to_canvas_px(locations, height: int, width: int, dtype: torch.dtype = torch.float64) -> np.ndarray:
+    """(T, 2) unit (x, y) -> (T, 2) continuous canvas pixel coordinates (x, y), computed in ``dtype``."""
+    loc = torch.as_tensor(_np(locations), dtype=dtype).reshape(-1, 2)
     return torch.stack([unit_to_pixels(loc[:, 0], width), unit_to_pixels(loc[:, 1], height)], 1).numpy()
+
+
+def retina_box_origins(locations, height: int, width: int, box_width: int) -> np.ndarray:
+    """(T, 2) or (2,) unit (x, y) -> (T, 2) int64 (left, top) canvas pixel of the ``box_width``-wide patch the
+    retina reads there. In float32, as the retina computes it: float64 would round some centres
+    that lie a hair from a half pixel the other way, and draw the box one pixel off."""
+    centre_px = _unit_to_canvas_px(locations, height, width, torch.float32)
+    return patch_origin(torch.from_numpy(centre_px), box_width).numpy()
 
 
 def _path_picture(canvas, centres_px: np.ndarray, boxes: list[list[tuple]], upscale: int,
@@ -240,18 +248,18 @@ def draw_box_path(canvas, centres, widths, upscale: int = 4, labels: bool | None
         filled square, the last a filled diamond.
     """
     height, width = _grey_uint8(canvas).shape
-    px = _unit_to_canvas_px(centres, height, width)
+    unit = _np(centres).reshape(-1, 2)
+    px = _unit_to_canvas_px(unit, height, width)
     widths = _np(widths).astype(np.float64).reshape(len(px), -1)
     boxes = []
-    for (cx, cy), step_widths in zip(px, widths):
+    for t, ((cx, cy), step_widths) in enumerate(zip(px, widths)):
         per_step = []
         for s in reversed(range(len(step_widths))):  # coarse first, so that finer boxes are drawn over them
             w, fine = step_widths[s], s == 0
             if not np.isfinite(w):
                 continue
             if snap_to_retina:
-                left = int(patch_origin(torch.tensor(cx, dtype=torch.float64), int(w))) * upscale
-                top = int(patch_origin(torch.tensor(cy, dtype=torch.float64), int(w))) * upscale
+                left, top = (int(v) * upscale for v in retina_box_origins(unit[t], height, width, int(w))[0])
                 right, bottom = left + int(w) * upscale, top + int(w) * upscale
             else:
                 left, right = (int(np.floor((cx + d * w / 2) * upscale + 0.5)) for d in (-1, 1))

@@ -43,8 +43,8 @@ def check_action(action, batch: int | None = None, n_digits: int = 1) -> tuple[n
     label_shape = (() if batch is None else (batch,)) + (() if n_digits == 1 else (n_digits,))
     if location.shape != loc_shape:
         raise ValueError(f"action['location'] must have shape {loc_shape}, got {location.shape}")
-    if not np.issubdtype(location.dtype, np.floating):
-        raise TypeError(f"action['location'] must be floating point, got dtype {location.dtype}")
+    if not (np.issubdtype(location.dtype, np.floating) or np.issubdtype(location.dtype, np.integer)):
+        raise TypeError(f"action['location'] must be numbers (floating point), got dtype {location.dtype}")
     if not np.all(np.isfinite(location)):
         raise ValueError("action['location'] contains NaN or inf")
     if np.any(np.abs(location) > 1.0):
@@ -78,13 +78,15 @@ def check_batched_action(action, batch: int, n_digits: int, device: torch.device
     location, label = (v if isinstance(v, torch.Tensor) else torch.as_tensor(np.asarray(v))
                        for v in (action["location"], action["label"]))
     label_shape = (batch,) + (() if n_digits == 1 else (n_digits,))
-    if tuple(location.shape) != (batch, 2) or not location.dtype.is_floating_point:
+    if tuple(location.shape) != (batch, 2) or location.dtype == torch.bool or location.dtype.is_complex:
         raise ValueError(f"action['location'] must be floating point of shape {(batch, 2)}, got "
                          f"{location.dtype} {tuple(location.shape)}")
     if tuple(label.shape) != label_shape or label.dtype.is_floating_point or label.dtype == torch.bool:
         raise ValueError(f"action['label'] must be integer class indices of shape {label_shape}, got "
                          f"{label.dtype} {tuple(label.shape)}")
-    return location.to(device, torch.float32, copy=True), label.to(device, torch.int64, copy=True)
+    # detached: the episode keeps the locations, and must not hold on to a caller's autograd graph
+    return (location.detach().to(device, torch.float32, copy=True),
+            label.detach().to(device, torch.int64, copy=True))
 
 
 def _as_numpy(value) -> np.ndarray:

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import copy
+import numbers
 from dataclasses import asdict, dataclass
 
+import numpy as np
 
 from envs.data import SPLITS
 
@@ -74,8 +76,13 @@ class GlimpseTask:
     def __post_init__(self):
         def positive_int(name, minimum=1):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            object.__setattr__(self, name, int(value))  # a numpy integer (np.arange) as the plain int it means
+
+        if not isinstance(self.centred_digit, (bool, np.bool_)):  # "False" from a config file would centre
+            raise ValueError(f"centred_digit must be True or False, got {self.centred_digit!r}")
+        object.__setattr__(self, "centred_digit", bool(self.centred_digit))
 
         positive_int("canvas_size", DIGIT_SIZE)
         positive_int("n_clutter", 0)

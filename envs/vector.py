@@ -66,7 +66,7 @@ class ClutteredMNISTVectorEnv(VectorEnv):
             raise ValueError(f"seed must be one integer, which seeds all {self.num_envs} episodes "
                              f"(Gymnasium's list of seeds, one per env, does not apply), got {seed!r}")
         with unchanged_on_error(self, self.engine.generator):
-            return self._reset(seed, dict(options or {}))
+            return self._reset(None if seed is None else int(seed), dict(options or {}))
 
     def _reset(self, seed: int | None, options: dict):
         super().reset(seed=seed)

@@ -150,7 +150,7 @@ BAD_ACTIONS = [
     ({"location": np.array([1.5, 0], np.float32), "label": 0}, ValueError, r"\[-1, 1\]"),
     ({"location": np.array([np.nan, 0], np.float32), "label": 0}, ValueError, "NaN"),
     ({"location": np.zeros(3, np.float32), "label": 0}, ValueError, "shape"),
-    ({"location": np.zeros(2, np.int64), "label": 0}, TypeError, "floating"),
+    ({"location": np.zeros(2, bool), "label": 0}, TypeError, "floating"),
     ({"location": np.zeros(2, np.float32), "label": 10}, ValueError, "0..9"),
     ({"location": np.zeros(2, np.float32), "label": 1.5}, TypeError, "integer"),
     ({"location": np.zeros(2, np.float32)}, ValueError, "keys"),
@@ -209,6 +209,7 @@ def test_step_after_end_or_before_reset():
     (dict(n_digits=0), "n_digits"),
     (dict(n_digits=5), "at most 4"),
     (dict(n_digits=2, centred_digit=True), "centred"),
+    (dict(centred_digit="False"), "centred_digit must be True or False, got 'False'"),  # as a config file gives it
 ])
 def test_impossible_sizes_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -228,6 +229,40 @@ def test_bad_reset_options():
         env.reset(options={"colour": 1})
     with pytest.raises(ValueError, match="uint8"):
         env.reset(options={"canvas": np.zeros((28, 28), np.uint8), "label": 1})
+    for label in (None, "3"):
+        with pytest.raises(ValueError, match="labels must be an array of numbers"):
+            env.reset(options={"canvas": np.zeros((60, 60), np.uint8), "label": label})
+
+
+@pytest.mark.filterwarnings("ignore:.*Casting input x to numpy array")
+def test_what_the_spaces_hold_and_numpy_numbers_are_taken():
+    """An action inside action_space steps (integer coordinates too); numpy integers and booleans, as a
+    sweep over np.arange gives them, are the numbers they mean."""
+    env = make("glimpse/ClutteredMNIST60-v1", canvas_size=np.int64(60), centred_digit=np.bool_(False))
+    task = env.unwrapped.task
+    assert type(task.canvas_size) is int and type(task.centred_digit) is bool
+    env.reset(seed=0)
+    action = {"location": [0, 0], "label": 3}
+    assert env.action_space.contains(action)
+    observation = env.step(action)[0]
+    np.testing.assert_array_equal(observation["location"], np.zeros(2, np.float32))
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                       data_dir="bundled")
+    torch.testing.assert_close(vec.reset(seed=np.int64(3))[0]["glimpse"], vec.reset(seed=3)[0]["glimpse"])
+
+
+def test_an_edit_of_envs_tasks_in_a_process_does_not_change_what_an_id_makes(monkeypatch):
+    monkeypatch.setitem(envs.TASKS["cluttered60"], "n_clutter", 0)
+    assert make("glimpse/ClutteredMNIST60-v1").unwrapped.task.n_clutter == 4
+
+
+def test_the_vector_env_keeps_no_autograd_graph_of_the_actions_even_unchecked():
+    vec = gym.make_vec("glimpse/ClutteredMNIST60-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                       data_dir="bundled", validate=False).unwrapped
+    vec.reset(seed=0)
+    policy_output = torch.zeros(2, 2, requires_grad=True) * 1.0
+    observation = vec.step({"location": policy_output, "label": torch.zeros(2, dtype=torch.int64)})[0]
+    assert not observation["location"].requires_grad and not vec.engine.locations[-1].requires_grad
 
 
 def test_render_draws_the_canvas_with_the_path():

@@ -78,6 +78,18 @@ def test_boxes_cover_exactly_what_the_retina_reads(upscale):
         assert (read_inside == 1).all() and (read_outside == 0).all()
 
 
+def test_a_box_is_where_the_retina_read_even_a_hair_from_a_half_pixel():
+    """x = 0.8166666 (float32) on 60 pixels: (x + 1) * 30 is 54.49999 in float32, the retina's arithmetic,
+    and 54.5 in float64; the box must follow the retina (columns 51..58), not the float64 rounding."""
+    loc = np.array([[np.float32(0.8166666030883789), 0.0]], np.float32)
+    canvas = np.zeros((1, 60, 60), np.uint8)
+    canvas[0, :, 51] = 255  # the first column the retina reads
+    read = extract_glimpses(integral_images(torch.from_numpy(canvas)), torch.from_numpy(loc), 8, 1)
+    assert read[0, 0, :, 0].sum() > 0 and read[0, 0, :, 1:].sum() == 0
+    cols = np.nonzero(coloured(draw_glimpse_path(canvas[0] * 0, loc, 8, 1, upscale=1, labels=False)))[1]
+    assert (cols.min(), cols.max()) == (51, 58)
+
+
 def test_path_connects_the_centres():
     canvas = np.zeros((40, 40), np.uint8)
     # centres at pixels (10, 20) and (30, 20): the whole row between them is drawn

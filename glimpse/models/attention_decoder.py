@@ -12,12 +12,20 @@ class AdditiveAttention(nn.Module):
         super().__init__()
         self.feature_proj = nn.Linear(feature_size, attention_size)  # W_a
         self.hidden_proj = nn.Linear(hidden_size, attention_size, bias=False)  # W_h
-        self.score = nn.Linear(attention_size, 1)  # w
+        # w, without a bias: softmax over the cells ignores a shift shared by every score
+        self.score = nn.Linear(attention_size, 1, bias=False)
+        self.register_load_state_dict_pre_hook(_drop_shared_score_bias)
 
     def forward(self, projected_features: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """``projected_features`` = feature_proj(features), computed once per image."""
         scores = self.score(torch.tanh(projected_features + self.hidden_proj(h)[:, None, :])).squeeze(-1)
         return torch.softmax(scores, dim=-1)
+
+
+def _drop_shared_score_bias(module, state_dict, prefix, *_):
+    """Checkpoints written before the score lost its bias hold ``score.bias``: a constant added to
+    every cell's score, which softmax ignores, so dropping it leaves the attention unchanged."""
+    state_dict.pop(f"{prefix}score.bias", None)
 
 
 class AttentionDecoder(nn.Module):

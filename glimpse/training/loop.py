@@ -205,7 +205,8 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
         if resumed is not None:
             try:
                 learner.model.load_state_dict(resumed["model_state"])
-                run.optimizer.load_state_dict(resumed["optimizer_state"])
+                run.optimizer.load_state_dict(optimizer_state_for(learner.model, resumed["model_state"],
+                                                                  resumed["optimizer_state"]))
             except (RuntimeError, ValueError, KeyError, TypeError) as exc:
                 said = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:300]
                 raise CheckpointError(f"{_last_checkpoint(resume)}: its weights or optimiser state do not fit the "
@@ -309,6 +310,25 @@ def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Adam:
     CUDA) takes a quarter of the per-tensor loop's time on RAM's many small tensors; same update rule."""
     fused = all(p.device.type in ("cpu", "cuda") for p in model.parameters())
     return torch.optim.Adam(model.parameters(), lr=lr, fused=fused)
+
+
+def optimizer_state_for(model: torch.nn.Module, saved_model: dict, saved_optimizer: dict) -> dict:
+    """The optimiser state saved beside ``saved_model``, without the entries of parameters ``model`` no
+    longer has (a parameter dropped from a family, its old weights discarded on load: Show-Attend-Tell's
+    score bias). Adam keys its state by parameter position, in the model's order, which a state dict
+    keeps (buffers aside). Unchanged when nothing was dropped or the layouts disagree otherwise (then
+    ``load_state_dict`` says why)."""
+    buffers = {name for name, _ in model.named_buffers()}
+    saved = [name for name in saved_model if name not in buffers]
+    current = [name for name, _ in model.named_parameters()]
+    kept = [position for position, name in enumerate(saved) if name in set(current)]
+    groups = saved_optimizer.get("param_groups", [])
+    if saved == current or [saved[i] for i in kept] != current or len(groups) != 1 \
+            or list(groups[0]["params"]) != list(range(len(saved))):
+        return saved_optimizer
+    state = saved_optimizer.get("state", {})
+    return {"state": {new: state[old] for new, old in enumerate(kept) if old in state},
+            "param_groups": [{**groups[0], "params": list(range(len(kept)))}]}
 
 
 def fixed_sets(task: dict, data: MNISTSplits):
