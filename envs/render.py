@@ -91,8 +91,10 @@ def _paint(image: np.ndarray, rows: slice, cols: slice, colour, opacity: float =
 def _outline(image: np.ndarray, left: int, top: int, right: int, bottom: int, colour,
              thickness: int = 1, opacity: float = 1.0) -> None:
     """Outline of the pixel rectangle [left, right) x [top, bottom), ``thickness`` pixels wide
-    on its inside, clipped to the image (the visible sides are still drawn)."""
+    on its inside, its sides beyond the image drawn along the image's edge: a box that reads past
+    the canvas (DRAW's filterbank before it zooms in, wider than the canvas) still shows."""
     _, h, w = image.shape
+    left, top, right, bottom = max(left, 0), max(top, 0), min(right, w), min(bottom, h)
     rows, cols = _span(top, bottom, h), _span(left, right, w)
     if rows is None or cols is None:
         return

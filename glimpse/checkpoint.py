@@ -127,6 +127,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     return payload
 
 
+# the task fields every checkpoint records (train.py's config writes them; loading checks them)
 TASK_FIELDS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
 RESUME_KEYS = {"step": int, "train_config": dict, "optimizer_state": dict, "best_step": int, "best_val_accuracy": float}
 

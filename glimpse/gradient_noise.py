@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -25,9 +25,9 @@ from glimpse.models.registry import canvases_to_tensor
 from glimpse.progress import progress
 
 __all__ = [
-    "GradStats", "attention_parameters", "baseline_name", "gradient_statistics", "reinforce_attention_gradient",
-    "reinforce_estimator_noise", "reinforce_gradient_fn", "soft_attention_gradient", "soft_gradient_fn",
-    "soft_minibatch",
+    "attention_parameters", "baseline_name", "gradient_estimates", "reinforce_attention_gradient",
+    "reinforce_estimator_noise", "reinforce_gradient_fn", "relative_variance", "relative_variance_interval",
+    "soft_attention_gradient", "soft_gradient_fn", "soft_minibatch", "trace_and_signal",
 ]
 
 
@@ -35,37 +35,49 @@ __all__ = [
 # gradient variance at fixed weights
 # ---------------------------------------------------------------------------------------------
 
-class GradStats(NamedTuple):
-    """Statistics of n gradient estimates g_1..g_n of a d-vector.
-
-    ``mean`` (d,): sample mean g_bar. ``variance`` (d,): per-coordinate unbiased sample variance
-    (divides by n - 1). ``total_variance``: sum of ``variance`` = trace of the covariance of one
-    minibatch's estimate. ``relative_variance``: total_variance / ||g_bar||^2 (inf if g_bar = 0);
-    note that ||g_bar||^2 is itself biased upward by total_variance / n, so with few minibatches
-    a very noisy estimator's relative variance saturates near n instead of growing without bound.
-    ``n``: number of estimates.
-    """
-
-    mean: torch.Tensor
-    variance: torch.Tensor
-    total_variance: float
-    relative_variance: float
-    n: int
+def gradient_estimates(grad_fn: Callable[[int], torch.Tensor], batches: Iterable[int]) -> torch.Tensor:
+    """(n, d) float64: ``grad_fn(i)`` for each i of ``batches`` (say ``range(n)``), each a gradient
+    estimate of any shape, flattened. ``grad_fn`` must draw fresh data and noise per i (seeded by
+    i) and leave the weights alone. ValueError for fewer than 2: no variance."""
+    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in batches])
+    if len(grads) < 2:
+        raise ValueError(f"need at least 2 minibatches for a variance, got {len(grads)}")
+    return grads
 
 
-def gradient_statistics(grad_fn: Callable[[int], torch.Tensor], n_batches: int) -> GradStats:
-    """Call ``grad_fn(i)`` for i = 0..n_batches-1, each returning a gradient estimate (any shape,
-    flattened to (d,)), and summarise their spread. ``grad_fn`` must draw fresh data/noise per i
-    (e.g. seeded by i) and must not change the weights. Computed in float64."""
-    if n_batches < 2:
-        raise ValueError(f"need at least 2 minibatches for a variance, got {n_batches}")
-    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])  # (n, d)
-    mean = grads.mean(0)
-    variance = grads.var(0, unbiased=True)
-    total = float(variance.sum())
-    norm2 = float(mean.pow(2).sum())
-    relative = total / norm2 if norm2 > 0 else math.inf
-    return GradStats(mean, variance, total, relative, n_batches)
+def trace_and_signal(grads: torch.Tensor) -> tuple[float, float]:
+    """From n gradient estimates (n, d): trace(Cov g), the total variance of one estimate (unbiased,
+    over n - 1), and ||E g||^2 estimated without bias (||mean||^2 - trace / n; it may come out
+    negative when the noise swamps the signal)."""
+    trace = float(grads.var(0, unbiased=True).sum())
+    return trace, float(grads.mean(0).pow(2).sum()) - trace / grads.shape[0]
+
+
+def relative_variance(grads: torch.Tensor) -> float:
+    """trace(Cov g) / ||E g||^2 (see :func:`trace_and_signal`); inf when no signal is resolved."""
+    trace, signal = trace_and_signal(grads)
+    return trace / signal if signal > 0 else math.inf
+
+
+def relative_variance_interval(grads: torch.Tensor, n_bootstrap: int = 200, seed: int = 0,
+                               level: float = 0.9) -> tuple[float, float]:
+    """A ``level`` bootstrap interval of :func:`relative_variance` from n gradient estimates (n, d),
+    resampling the estimates. The inverse, signal / trace, is bootstrapped (it stays finite) and
+    its interval inverted; the upper end is inf when the signal is not resolved.
+
+    A resample's own unbiased signal centres on the plug-in ||mean||^2, not on the unbiased
+    estimate, because resampling adds trace / n of noise to the mean once more; so trace / n is
+    subtracted once more in each resample, which centres the interval on the point estimate."""
+    n = grads.shape[0]
+    rng = torch.Generator().manual_seed(seed)
+    inverse = []
+    for _ in range(n_bootstrap):
+        trace, signal = trace_and_signal(grads[torch.randint(0, n, (n,), generator=rng)])
+        if trace > 0:  # a resample of one repeated minibatch has no spread: it says nothing
+            inverse.append(max(signal - trace / n, 0.0) / trace)
+    tail = (1 - level) / 2
+    lo_inv, hi_inv = np.quantile(inverse, [tail, 1 - tail]) if inverse else (0.0, 0.0)
+    return 1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf
 
 
 def attention_parameters(model: nn.Module, arch: str) -> dict[str, nn.Parameter]:
@@ -161,13 +173,13 @@ def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: 
     grad_fn(-1)  # warm-up: digits loaded, caches filled
     start = time.perf_counter()
     batches = progress(range(n_batches), disable=not show_progress, desc=f"K = {samples}", unit="minibatches")
-    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in batches])
+    grads = gradient_estimates(grad_fn, batches)
     seconds = (time.perf_counter() - start) / n_batches
     rng = torch.Generator().manual_seed(seed)
-    traces = [float(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)].var(0, unbiased=True).sum())
+    traces = [trace_and_signal(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)])[0]
               for _ in range(n_bootstrap)]
     lo, hi = np.quantile(traces, [0.05, 0.95])
-    return {"samples": samples, "trace": float(grads.var(0, unbiased=True).sum()),
+    return {"samples": samples, "trace": trace_and_signal(grads)[0],
             "trace_interval": (float(lo), float(hi)), "seconds_per_batch": seconds}
 
 
@@ -178,14 +190,15 @@ def soft_attention_gradient(model: nn.Module, arch: str, images: torch.Tensor, l
     forward: randomness that forward draws (the reparameterised retina's sampled locations) comes
     from ``generator`` (a fresh unseeded one when None), so the noise measured is the noise trained with.
 
-    images (B, 1, H, W) float in [0, 1]; labels (B,) int64. No regulariser is added (SAT's
+    images (B, 1, H, W) float in [0, 1]; labels (B,) int64, or (B, K) with K digits. No regulariser is added (SAT's
     doubly stochastic term is off by default). Weights are not changed; no ``.grad`` is written.
     """
     params = list(attention_parameters(model, arch).values())
     generator = generator if generator is not None else torch.Generator(device=images.device)
     with _requires_grad(params):
         outputs = get_family(arch).training_forward(model, images, generator, slice(None), len(images))
-        loss = F.cross_entropy(outputs["logits"], labels)
+        logits = outputs["logits"]  # (B, C), or (B, K, C) with K digits: one term each, as training has them
+        loss = F.cross_entropy(logits.flatten(0, -2), labels.flatten())
         return _flat_grad(loss, params)
 
 
@@ -196,14 +209,14 @@ def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torc
     generator = torch.Generator().manual_seed(seed)
     indices = torch.randint(0, len(digits), (batch_size,), generator=generator)
     batch = make_canvases(generator, DigitBank.of(digits), indices, int(task["canvas_size"]),
-                          int(task["n_clutter"]), bool(task.get("centred_digit", False)))
+                          int(task["n_clutter"]), bool(task.get("centred_digit", False)), int(task.get("n_digits", 1)))
     return canvases_to_tensor(batch.images), batch.labels
 
 
 def reinforce_gradient_fn(arch: str, model: nn.Module, env, seed: int = 0,
                           samples: int = 1) -> Callable[[int], torch.Tensor]:
     """``i -> reinforce_attention_gradient(arch, model, env, seed + i, samples=samples)``, for
-    :func:`gradient_statistics`."""
+    :func:`gradient_estimates`."""
     return lambda i: reinforce_attention_gradient(arch, model, env, seed + i, samples=samples)
 
 

@@ -22,6 +22,14 @@ def _rows(draws: dict | None, part: slice) -> dict | None:
     return None if draws is None else {name: value[part] for name, value in draws.items()}
 
 
+def first_canvases_draws(family: Family, model: nn.Module, task: dict, n: int, set_size: int,
+                         seed: int = 0) -> dict | None:
+    """The randomness a deterministic :func:`looks` over a whole set of ``set_size`` canvases gives its
+    first ``n`` (random first glimpses, drawn once for the set): pictures of a set's first canvases then
+    show the trajectories its scores came from."""
+    return _rows(family.evaluation_draws(model, task, set_size, seed, False), slice(0, n))
+
+
 @torch.no_grad()
 def looks(family: Family, model: nn.Module, task: dict, images: np.ndarray, batch_size: int = 500,
           n_samples: int = 0, seed: int = 0) -> Iterator[tuple[slice, list[Look]]]:

@@ -27,7 +27,7 @@ from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
 from glimpse import leaderboard
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, option_flags, replace_block
 from glimpse.progress import progress
-from glimpse.stats import format_interval, holm, mcnemar
+from glimpse.stats import format_interval, format_p, holm, mcnemar
 
 ROOT = Path(__file__).resolve().parents[1]  # the clone whose checkpoints/, README.md and docs/ this writes
 
@@ -186,13 +186,9 @@ def paired_table(tests: list[dict]) -> str:
     for t in tests:
         better = t["a"] if t["only_a"] > t["only_b"] else t["b"]
         verdict = f"`{better}` reads more right" if t["p_holm"] < 0.05 else "no difference shown"
-        lines.append(f"| {t['task']} | `{t['a']}` | `{t['b']}` | {t['only_a']} | {t['only_b']} | {p_value(t['p'])} | "
-                     f"{p_value(t['p_holm'])} | {verdict} |")
+        lines.append(f"| {t['task']} | `{t['a']}` | `{t['b']}` | {t['only_a']} | {t['only_b']} | {format_p(t['p'])} | "
+                     f"{format_p(t['p_holm'])} | {verdict} |")
     return "\n".join(lines)
-
-
-def p_value(p: float) -> str:
-    return "< 1e-6" if p < 1e-6 else f"{p:.2g}"
 
 
 def update_readme(readme: Path, text: str) -> None:

@@ -27,6 +27,11 @@ def format_interval(errors: float, n: int) -> str:
     return f"{100 * lo:.2f}-{100 * hi:.2f}"
 
 
+def format_p(p: float) -> str:
+    """A p-value as the reports print it: two significant digits, "< 1e-6" below (no equals sign)."""
+    return "< 1e-6" if p < 1e-6 else f"{p:.2g}"
+
+
 def mcnemar(right_a: np.ndarray, right_b: np.ndarray) -> dict:
     """Exact McNemar test of two models scored on the same canvases (boolean arrays, one entry per
     canvas, True where the model was right).

@@ -196,9 +196,11 @@ def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: fl
     ``cells`` (centre of the first cell, stride), in canvas pixels, places the cells where the
     model's features are (Show-Attend-Tell's encoder: 3.5 and 8, so its grid does not reach the
     far edges); None spreads gh x gw equal cells over the canvas. Each map is interpolated
-    (bilinear) to the picture, normalised to [0, 1] on its own, and blended
-    as heat (black -> red -> yellow) over the grey canvas, ``opacity * m`` of heat where the
-    normalised map is m; at ``upscale >= 3`` each frame carries its step number. Returns (3, H*upscale, T*W*upscale + (T-1)*sep) uint8: the T frames.
+    (bilinear) to the picture and blended as heat (black -> red -> yellow) over the grey canvas,
+    ``opacity * m`` of heat where m is the weight over the largest weight of all T maps: one scale
+    for the image's steps, from zero, so a map spread evenly (untrained attention) is evenly warm, not
+    stretched into peaks, and a step that attends less sharply than another looks dimmer. At
+    ``upscale >= 3`` each frame carries its step number. Returns (3, H*upscale, T*W*upscale + (T-1)*sep) uint8: the T frames.
     """
     base = to_rgb_canvas(canvas, upscale).astype(np.float32)
     _, h, w = base.shape
@@ -206,11 +208,8 @@ def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: fl
     if maps.dim() != 3:
         raise ValueError(f"alpha must be (T, gh, gw), got shape {tuple(maps.shape)}")
     maps = _to_picture(maps, h, w, upscale, cells)
-    lo, hi = maps.min(axis=(1, 2), keepdims=True), maps.max(axis=(1, 2), keepdims=True)
-    spread = hi - lo
-    # a flat map (up to the interpolation's rounding) has nothing to show: no heat rather than noise
-    flat = spread <= 1e-5 * np.maximum(np.abs(hi), np.abs(lo)) + 1e-12
-    m = np.where(flat, 0.0, (maps - lo) / np.where(flat, 1.0, spread)).astype(np.float32)
+    peak = float(maps.max()) if maps.size else 0.0
+    m = (np.clip(maps, 0.0, None) / peak if peak > 0 else np.zeros_like(maps)).astype(np.float32)
     weight = opacity * m[:, None]
     frames = np.round((1 - weight) * base[None] + weight * _heat(m)).astype(np.uint8)
     if upscale >= 3:  # number the steps, in the colours of the box paths

@@ -13,6 +13,7 @@ import envs
 from glimpse.commands import train
 from envs.engine import fixed_canvas_set
 from envs.task import TASKS
+from envs.coords import unit_to_pixels
 from glimpse.checkpoint import load_checkpoint, load_model, save_checkpoint
 from glimpse.inference import predict_probabilities
 from glimpse.costs import flops_per_image, pixels_read
@@ -34,6 +35,31 @@ def canvases(request):
 
     data = load_bundled_subset()
     return data, fixed_canvas_set(data.test.images[:6], data.test.labels[:6], 60, 4, False, 0)
+
+
+def test_pictures_show_the_first_glimpses_validation_scored(canvases, monkeypatch):
+    """With random first glimpses, validation draws them once for its whole set; the pictures of the
+    set's first canvases must show those, not draws of their own."""
+    from glimpse.finding import attention_centres
+    from glimpse.training import learner as learner_module
+
+    data, test = canvases
+    config = resolve_config({"preset": "cluttered60", "first_location": "random", "batch_size": 8, "data_dir": "bundled"})
+    torch.manual_seed(0)
+    learner = make_learner(config, data)
+    drawn_with, real = {}, learner_module.where_it_looks
+
+    def where_it_looks(*args, draws=None, **kwargs):
+        drawn_with["draws"] = draws
+        return real(*args, draws=draws, **kwargs)
+
+    monkeypatch.setattr(learner_module, "where_it_looks", where_it_looks)
+    pictures(learner, test.images[:2], test.labels[:2], set_size=len(test.images))
+    pictured = learner.family.run(learner.model, test.images[:2], learner.task, draws=drawn_with["draws"])
+    validated, _ = attention_centres(learner.family.name, learner.model, learner.task, test.images)
+    np.testing.assert_allclose(unit_to_pixels(pictured.attention.centres[:, 0].cpu(), 60).numpy(), validated[:2, 0],
+                               atol=1e-5)
+    assert not np.allclose(validated[:2, 0], validated[2:4, 0])  # random, not the centre
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -325,7 +325,7 @@ def test_readme_headline_block_is_replaced(tmp_path):
 
 
 def test_relative_variance_of_a_known_gradient_noise():
-    from glimpse.report.measurements import relative_variance
+    from glimpse.gradient_noise import relative_variance
 
     # g = mu + N(0, 0.5^2 I) in 10 dimensions: trace of the covariance 10 * 0.25, ||mu||^2 = 4
     generator = torch.Generator().manual_seed(0)

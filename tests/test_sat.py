@@ -90,3 +90,20 @@ def test_config_round_trip_and_validation():
     model = SATClassifier(SATConfig(canvas_size=60, n_glimpses=1))
     with pytest.raises(ValueError, match=r"images must be \(B, 1, 60, 60\), got \(2, 60, 60\)"):
         model(torch.rand(2, 60, 60))
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.01])
+def test_the_logged_regulariser_is_the_term_the_loss_adds(weight):
+    """losses/ add up to the total: the regulariser is logged weighted; the penalty itself under train/."""
+    from types import SimpleNamespace
+
+    from glimpse.models import Look, get_family
+
+    torch.manual_seed(0)
+    out = build_model("sat", dict(canvas_size=60, n_glimpses=3))(torch.rand(2, 1, 60, 60))
+    term, logged = get_family("sat").training_terms(Look(out["logits"], None, out),
+                                                    SimpleNamespace(attention_weight=weight))
+    penalty = doubly_stochastic_penalty(out["alpha"]).detach()
+    torch.testing.assert_close(logged["train/doubly_stochastic_penalty"], penalty)
+    torch.testing.assert_close(logged["losses/attention_regulariser"], term.detach())
+    torch.testing.assert_close(term.detach(), weight * penalty)

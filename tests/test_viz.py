@@ -90,6 +90,13 @@ def test_a_box_is_where_the_retina_read_even_a_hair_from_a_half_pixel():
     assert (cols.min(), cols.max()) == (51, 58)
 
 
+def test_a_box_wider_than_the_canvas_is_drawn_along_its_edges():
+    """DRAW's read starts wider than the canvas: its box shows as the canvas's border, not as nothing."""
+    drawn = coloured(draw_box_path(np.zeros((20, 20), np.uint8), np.zeros((1, 2)), np.full((1, 1), 30.0),
+                                   upscale=1, labels=False))
+    assert drawn[0].all() and drawn[-1].all() and drawn[:, 0].all() and drawn[:, -1].all()
+
+
 def test_path_connects_the_centres():
     canvas = np.zeros((40, 40), np.uint8)
     # centres at pixels (10, 20) and (30, 20): the whole row between them is drawn
@@ -174,9 +181,18 @@ def test_overlay_of_one_hot_attention_is_brightest_at_its_cell():
         brightness = out[:, :, t * (frame + 2):t * (frame + 2) + frame].astype(int).sum(0)
         y, x = np.unravel_index(brightness.argmax(), brightness.shape)
         assert row * cell <= y < (row + 1) * cell and col * cell <= x < (col + 1) * cell
-    # a flat map has nothing to show and must not produce NaNs: the canvas comes back unchanged
+    # one scale from zero for all steps: a map spread evenly is evenly warm (not stretched into peaks), a
+    # step attending half as sharply as another is dimmer, and no weight at all leaves the canvas alone
+    black = np.zeros((20, 20), np.uint8)
+    even = overlay_attention(black, np.full((1, 4, 4), 1 / 16) + np.linspace(0, 1e-4, 16).reshape(1, 4, 4), upscale=1)
+    assert even[0].min() > 0 and np.ptp(even.astype(int), axis=(1, 2)).max() <= 1  # red everywhere, evenly
+    sharp, half = (overlay_attention(black, np.eye(4)[None, None, 0].reshape(1, 1, 4) * w, upscale=1).astype(int).sum()
+                   for w in (1.0, 0.5))
+    two_steps = overlay_attention(black, np.stack([np.eye(4)[:1] * 1.0, np.eye(4)[:1] * 0.5]), upscale=1)
+    assert two_steps[:, :, :20].astype(int).sum() > two_steps[:, :, 22:].astype(int).sum() > 0
+    assert sharp == half  # alone, a map is its own scale
     grey = np.random.default_rng(0).integers(0, 256, (20, 20), dtype=np.uint8)
-    np.testing.assert_array_equal(overlay_attention(grey, np.ones((1, 3, 3)), upscale=1), to_rgb_canvas(grey, 1))
+    np.testing.assert_array_equal(overlay_attention(grey, np.zeros((1, 3, 3)), upscale=1), to_rgb_canvas(grey, 1))
 
 
 def test_show_attend_tell_cells_are_drawn_over_the_pixels_its_features_centre_on():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from dataclasses import fields
 
-from glimpse.cli import fail
+from glimpse.cli import INTERRUPTED, fail
 from envs.data import DataError
 from glimpse.training import distributed
 from glimpse.checkpoint import CheckpointError, check_resumable, load_checkpoint
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     finally:
         distributed.cleanup(finished)
     if not main_process:  # under torchrun only rank 0 reports

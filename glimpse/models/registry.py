@@ -121,8 +121,8 @@ class Family:
     reads_several_digits: ClassVar[bool] = False
     # the family --mode picks when no --arch is given; the registry refuses two for one mode
     default_for_mode: ClassVar[bool] = False
-    # capabilities the rest of the lab asks about instead of the mode: evaluation can average
-    # sampled trajectories (--samples); a glimpse path (boxes read by the retina) to draw
+    # a capability the rest of the lab asks about instead of the mode: evaluation can average
+    # sampled trajectories (--samples)
     samples_trajectories: ClassVar[bool] = False
     # the option that damps a state -> attention -> state loop whose gradient
     # :meth:`state_gradient_norms` measures step by step (DRAW: attention_into_core); None: no such loop
@@ -154,6 +154,9 @@ class Family:
     quick_floor: ClassVar[float] = 0.5
     # variants the comparison report trains beside the family: name -> (label, training options)
     report_variants: ClassVar[dict[str, tuple[str, dict]]] = {}
+    # the paper's baselines made from this family that learn nothing about where to look, which the
+    # report trains among its baselines: name -> (label, training options, the paper's error % or None)
+    report_baselines: ClassVar[dict[str, tuple[str, dict, str | None]]] = {}
     # what the parameters of :meth:`attention_module` are, in words (for the report)
     attention_module_text: ClassVar[str | None] = None
     # False for a family that draws where it looks but learns nothing about it (a fixed crop):

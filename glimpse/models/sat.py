@@ -144,9 +144,13 @@ class SATFamily(Family):
         return Attention(centres, maps=alpha, map_cells=(first, second - first))
 
     def training_terms(self, look, config):
-        """Xu et al.'s doubly stochastic regulariser, weighted by --attention-weight (0: off)."""
+        """Xu et al.'s doubly stochastic regulariser, weighted by --attention-weight (0: off). Logged as
+        the term the loss adds (so the losses add up to the total) and, unweighted, as how far each
+        cell's attention summed over the steps is from even (informative when it is off, too)."""
         penalty = doubly_stochastic_penalty(look.outputs["alpha"])
-        return config.attention_weight * penalty, {"losses/attention_regulariser": penalty.detach()}
+        term = config.attention_weight * penalty
+        return term, {"losses/attention_regulariser": term.detach(),
+                      "train/doubly_stochastic_penalty": penalty.detach()}
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.decoder.attention

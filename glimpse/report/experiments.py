@@ -49,18 +49,20 @@ def family_experiments(family: Family) -> list[Experiment]:
                     for variant, (label, options) in family.report_variants.items())]
 
 
-# every registered family and its variants, then the paper's random-glimpse baseline (the default
-# hard family, RAM, with its policy switched off)
+def baseline_experiments(family: Family) -> list[Experiment]:
+    """The paper's baselines a family declares (``report_baselines``), at its short budget: they learn
+    nothing about where to look, so there is no attention gradient to measure and no converged recipe."""
+    return [Experiment(f"{family.name}-{name}", label, "baseline", family.report_epochs,
+                       {**family_options(family), **options}, paper, learns_attention=False, arch=family.name)
+            for name, (label, options, paper) in family.report_baselines.items()]
+
+
+# every registered family and its variants, then the baselines they declare (RAM with random glimpses)
 FAMILIES = tuple(e for f in list_families() for e in family_experiments(f))
-_HARD = default_family("hard")
-RANDOM_GLIMPSES = Experiment(f"{_HARD.name}-random", f"{_HARD.title.split(' (')[0]}, random glimpses", "baseline",
-                             _HARD.report_epochs, {**family_options(_HARD), "random_glimpses": True,
-                                                   "first_location": "random"},
-                             "14.4 (8 random glimpses)", learns_attention=False, arch=_HARD.name)
-MODELS = (*FAMILIES, RANDOM_GLIMPSES)
+MODELS = (*FAMILIES, *(e for f in list_families() for e in baseline_experiments(f)))
 SWEPT = tuple(e for e in FAMILIES if e.name in {f.name for f in list_families() if f.report_sweep})
 # REINFORCE's baselines compared (the learned one against leave-one-out), on the default hard family
-ESTIMATED = tuple(e for e in FAMILIES if e.name == _HARD.name)
+ESTIMATED = tuple(e for e in FAMILIES if e.name == default_family("hard").name)
 ESTIMATOR_SAMPLES = (2, 4, 8)  # --reinforce-samples K trained beside the learned baseline (K = 1)
 
 

@@ -35,9 +35,10 @@ def _log_percent_axis(ax) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def estimator_curves(curves: list[tuple[str, SeedRuns]], seconds_per_epoch: dict[str, float], path: Path) -> None:
-    """Validation error against training time for each REINFORCE estimator (one run each), time
-    measured as in :func:`learning_curves`: equal wall-clock on one machine."""
+def estimator_curves(curves: list[tuple[str, SeedRuns]], seconds_per_epoch: dict[str, float], path: Path,
+                     model: str) -> None:
+    """Validation error against training time for each REINFORCE estimator (one run each) of ``model``
+    (its title), time measured as in :func:`learning_curves`: equal wall-clock on one machine."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, (label, group) in enumerate(curves):
         epochs, error = _curve(group.runs[0], "epoch")
@@ -47,7 +48,7 @@ def estimator_curves(curves: list[tuple[str, SeedRuns]], seconds_per_epoch: dict
     ax.set_ylabel("validation error % (log scale)")
     _log_percent_axis(ax)
     ax.legend(fontsize=8, loc="upper right")
-    ax.set_title("RAM on 60x60 cluttered MNIST: REINFORCE's baselines at equal wall-clock")
+    ax.set_title(f"{model} on 60x60 cluttered MNIST:\nREINFORCE's baselines at equal wall-clock")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

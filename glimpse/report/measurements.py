@@ -16,7 +16,8 @@ from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED
 from glimpse.evaluation import evaluate_checkpoint
 from glimpse.costs import flops_per_image, pixels_read
-from glimpse.gradient_noise import baseline_name, reinforce_estimator_noise, reinforce_gradient_fn, soft_gradient_fn
+from glimpse.gradient_noise import (baseline_name, gradient_estimates, reinforce_estimator_noise, reinforce_gradient_fn,
+                                    relative_variance, relative_variance_interval, soft_gradient_fn, trace_and_signal)
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.progress import say
@@ -260,19 +261,6 @@ def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int
     return {"train_images_per_second": train_speed, "eval_images_per_second": eval_speed}
 
 
-def trace_and_signal(grads: torch.Tensor) -> tuple[float, float]:
-    """From n gradient estimates (n, d): trace(Cov g), and ||E g||^2 estimated without bias
-    (||mean||^2 - trace / n; it may come out negative when the noise swamps the signal)."""
-    trace = float(grads.var(0, unbiased=True).sum())
-    return trace, float(grads.mean(0).pow(2).sum()) - trace / grads.shape[0]
-
-
-def relative_variance(grads: torch.Tensor) -> float:
-    """trace(Cov g) / ||E g||^2 (see :func:`trace_and_signal`); inf when no signal is resolved."""
-    trace, signal = trace_and_signal(grads)
-    return trace / signal if signal > 0 else math.inf
-
-
 def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_size: int, data_dir: str | None,
                               seed: int = 10_000, n_bootstrap: int = 200) -> dict:
     """Spread of one minibatch's gradient of the attention parameters over ``n_batches``
@@ -301,31 +289,10 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
         grad_fn = soft_gradient_fn(model, arch, task, data.train, batch_size, seed)
         words = get_family(arch).sensor_and_gradient(run["train_config"])  # e.g. the reparameterised gradient
         estimator = words[1] if words else "backpropagation"
-    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in range(n_batches)])
+    grads = gradient_estimates(grad_fn, range(n_batches))
     return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
             "interval": relative_variance_interval(grads, n_bootstrap, seed),
-            "trace": float(grads.var(0, unbiased=True).sum()), "estimator": estimator}
-
-
-def relative_variance_interval(grads: torch.Tensor, n_bootstrap: int = 200, seed: int = 0,
-                               level: float = 0.9) -> tuple[float, float]:
-    """A ``level`` bootstrap interval of :func:`relative_variance` from n gradient estimates (n, d),
-    resampling the estimates. The inverse, signal / trace, is bootstrapped (it stays finite) and
-    its interval inverted; the upper end is inf when the signal is not resolved.
-
-    A resample's own unbiased signal centres on the plug-in ||mean||^2, not on the unbiased
-    estimate, because resampling adds trace / n of noise to the mean once more; so trace / n is
-    subtracted once more in each resample, which centres the interval on the point estimate."""
-    n = grads.shape[0]
-    rng = torch.Generator().manual_seed(seed)
-    inverse = []
-    for _ in range(n_bootstrap):
-        trace, signal = trace_and_signal(grads[torch.randint(0, n, (n,), generator=rng)])
-        if trace > 0:  # a resample of one repeated minibatch has no spread: it says nothing
-            inverse.append(max(signal - trace / n, 0.0) / trace)
-    tail = (1 - level) / 2
-    lo_inv, hi_inv = np.quantile(inverse, [tail, 1 - tail]) if inverse else (0.0, 0.0)
-    return 1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf
+            "trace": trace_and_signal(grads)[0], "estimator": estimator}
 
 
 def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_size: int, data_dir: str | None,

@@ -40,7 +40,7 @@ def write_checkpoint(path, payload: dict) -> None:
 
 
 class Callback:
-    """Called after each training step (``done`` steps taken in all) and once at the end."""
+    """Called after each training step (``done`` steps taken in all); the last step's call ends the run."""
 
     def after_step(self, run: RunState, done: int, result: StepResult) -> None:
         pass
@@ -104,7 +104,7 @@ class Pictures(Callback):
         if run.main and run.config.image_every and done % run.config.image_every == 0 \
                 and not run.is_validation_step(done):
             with run.set_aside():
-                run.logger.images(pictures(run.learner, *run.picture_canvases), done)
+                run.logger.images(pictures(run.learner, *run.picture_canvases, len(run.val_set.images)), done)
 
 
 class Validation(Callback):
@@ -124,7 +124,7 @@ class Validation(Callback):
             run.logger.scalars({**scalars, "val/error": 1 - accuracy}, done)
             run.history.append({"step": done, "epoch": done / run.steps_per_epoch, "val_accuracy": accuracy,
                                 "train_seconds": run.seconds()})
-            run.logger.images(pictures(run.learner, *run.picture_canvases), done)
+            run.logger.images(pictures(run.learner, *run.picture_canvases, len(run.val_set.images)), done)
             if accuracy > run.best_val:
                 run.best_val, run.best_step = accuracy, done
                 write_checkpoint(run.run_dir / "best.pt", run.payload(done, with_optimizer=False))

@@ -13,6 +13,7 @@ import re
 from dataclasses import InitVar, asdict, dataclass, field, fields, make_dataclass
 
 from envs.task import TASKS, GlimpseTask
+from glimpse.checkpoint import TASK_FIELDS
 from glimpse.cli import MAX_THREADS, ArgumentParser
 from glimpse.models import default_family, find_family, get_family, list_families
 from glimpse.models.registry import MODES, Family, declared_options, drop_removed
@@ -211,7 +212,7 @@ class GeneralOptions:
         against evaluation images. ``n_digits`` appears only when it is above 1, so single-digit
         tasks keep the keys every earlier checkpoint has (readers use ``task.get("n_digits", 1)``); so
         does ``context_size`` when it is above 0."""
-        task = {key: getattr(self, key) for key in TASK_KEYS}
+        task = {key: getattr(self, key) for key in TASK_FIELDS}
         for key, default in (("n_digits", 1), ("context_size", 0)):
             if getattr(self, key) != default:
                 task[key] = getattr(self, key)
@@ -247,7 +248,6 @@ def _family_fields() -> list[tuple]:
 # every training option: the general ones, then those each family declares (glimpse/models/)
 TrainConfig = make_dataclass("TrainConfig", _family_fields(), bases=(GeneralOptions,), namespace={"__module__": __name__})
 
-TASK_KEYS = ("canvas_size", "n_clutter", "centred_digit", "glimpse_size", "n_scales", "n_glimpses", "first_location")
 
 
 def family_options(family: Family) -> dict:

@@ -15,6 +15,7 @@ from torch import nn
 
 from envs.data import MNISTSplits
 from envs.engine import CanvasBatch, DigitBank, indexed_device, make_canvases
+from glimpse.inference import first_canvases_draws
 from glimpse.models import Family
 from glimpse.training.config import TrainConfig
 from glimpse.viz import grid, where_it_looks
@@ -97,13 +98,16 @@ class Learner(Protocol):
 
 
 @torch.no_grad()
-def pictures(learner: Learner, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
-    """Where the model looks on these canvases, titled with the true and predicted labels, as
-    one TensorBoard image (none for a full-image network)."""
+def pictures(learner: Learner, images: np.ndarray, labels: np.ndarray, set_size: int | None = None
+             ) -> dict[str, np.ndarray]:
+    """Where the model looks on these canvases, the first of a set of ``set_size`` (default: these),
+    as validation looks at them there (the same random first glimpses), titled with the true and
+    predicted labels, as one TensorBoard image (none for a full-image network)."""
     if not learner.family.has_attention:
         return {}
     learner.model.eval()
-    drawn = where_it_looks(learner.family, learner.model, learner.task, images, labels)
+    draws = first_canvases_draws(learner.family, learner.model, learner.task, len(images), set_size or len(images))
+    drawn = where_it_looks(learner.family, learner.model, learner.task, images, labels, draws=draws)
     learner.model.train()
     columns = 2 if drawn[0].shape[2] > 2 * drawn[0].shape[1] else N_PICTURE_COLUMNS
     return {"attention/where_it_looks": grid(drawn, columns=columns)}

@@ -29,6 +29,8 @@ class RAMFamily(HardFamily):
     converged_recipe = {"core": "lstm", "glimpse_net": "conv", "location_std": 0.25, "location_std_final": 0.1,
                         "reinforce_into_core": 0.1, "reinforce_samples": 4}
     converged_epochs = 80  # 44 epochs still gained 0.44-0.52 points over their last 20 %
+    report_baselines = {"random": ("RAM, random glimpses", {"random_glimpses": True, "first_location": "random"},
+                                   "14.4 (8 random glimpses)")}  # Mnih et al. 2014, 60x60 cluttered
     added_modules = ("context_network",)
     own_options = {
         "core": Option("rnn", "core network, the paper's ReLU RNN or an LSTM", ("rnn", "lstm")),

@@ -1,7 +1,7 @@
 """The Recurrent Attention Model (Mnih et al. 2014), assembled from its components.
 
-The model is a per-step function; the episode loop that feeds it glimpses lives with the
-environment and the trainer (glimpse/training/hard.py), so the model holds no training logic.
+The model is a per-step function; the episode loop that feeds it glimpses from the environment
+is glimpse/models/episodes.py, and the trainer (glimpse/training/hard.py) holds the training logic.
 """
 from __future__ import annotations
 
