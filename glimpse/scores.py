@@ -1,6 +1,7 @@
 """The shipped checkpoints' scores: each scored by the code behind evaluate.py, the README's results
 table, the paired tests of docs/results.md, and the command that rebuilds each checkpoint from its
-own record (its config turned back into train.py options). Run as ``scripts/checkpoint_table.py``:
+own record (its config turned back into train.py options). Its command line is
+``scripts/checkpoint_table.py``:
 
     python scripts/checkpoint_table.py --data-dir DIR           # print the table
     python scripts/checkpoint_table.py --data-dir DIR --write   # checkpoints/scores.json + README
@@ -11,21 +12,15 @@ sampled trajectories, as `evaluate.py --samples`), training time as recorded in 
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from pathlib import Path
 
-import torch
-
-from envs.data import DataError
 from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED
 from glimpse.evaluation import canvas_recipe, evaluate_checkpoint
 from glimpse.models import get_family
-from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
-from glimpse import leaderboard
-from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, option_flags, replace_block
+from glimpse.checkpoint import load_checkpoint, training_stages
+from glimpse.cli import replace_block
+from glimpse.training.config import staged_recipe_command
 from glimpse.progress import progress
 from glimpse.stats import format_interval, format_p, holm, mcnemar
 
@@ -51,44 +46,6 @@ REFERENCE = {  # (published, target) test error in %, from shared/reference and 
     "dram-cluttered100": ("1.71 (a DRAM reimplementation, 10 trajectories)", "<= 3.0"),
     "dram-cluttered60": ("2.75 (a DRAM reimplementation)", "<= 1.8"),
 }
-DEFAULTS = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every", "image_every", "checkpoint_every",
-            "val_every", "eval_batch_size", "max_steps", "compile"}
-
-
-def command(config: dict) -> str:
-    """The train.py options that apply to the run and differ from the preset's, in the order of the config."""
-    from glimpse.training.config import TrainConfig, family_options, resolve_config
-
-    run = TrainConfig.from_dict(config)  # today's option names for a run saved under older ones
-    config = run.applicable()  # a Show-Attend-Tell run has no glimpse sensor to state
-    chosen = ("mode", "arch", "preset")
-    base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
-    stated = {**family_options(run.family), "preset": config["preset"]}
-    stated.update({key: value for key, value in config.items()
-                   if key not in DEFAULTS and key not in chosen and base.get(key) != value})
-    return "python train.py " + " ".join(option_flags(stated))
-
-
-def staged_command(stages: list[dict]) -> str:
-    """The commands of a model trained in stages (``--init-from``; each stage a ``train_config``,
-    oldest first), joined by ``&&``: each stage but the last named by its run name, each stage
-    after the first started from the one before it, so the line rebuilds the model even after a
-    file an earlier stage started from has been replaced."""
-    lines, previous = [], None
-    for index, config in enumerate(stages):
-        config = dict(config)
-        if previous is not None:
-            config["init_from"] = f"runs/{previous}/best.pt"
-        line = command(config)
-        previous = config.get("run_name")
-        if index < len(stages) - 1:
-            if not previous:
-                raise ValueError(f"stage {index + 1} of {len(stages)} has no run name to start the next from")
-            line += f" --run-name {previous}"
-        lines.append(line)
-    return " && ".join(lines)
-
-
 SCORES = ROOT / "checkpoints" / "scores.json"
 EVAL_SEEDS = 5  # a random first glimpse: the mean over evaluation seeds 0-4
 FIRST = 1000  # tests/test_shipped_checkpoints.py re-scores the first 1,000 test canvases against this file
@@ -122,7 +79,7 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
            "test_error": sum(errors) / len(errors), f"first_{FIRST}_error": first["error"], "fresh_seed": FRESH_SEED,
            "fresh_error": sum(fresh) / len(fresh),
            "train_minutes": sum(stage["train_seconds"] or 0 for stage in stages) / 60,
-           "command": staged_command([stage["train_config"] for stage in stages])}
+           "command": staged_recipe_command([stage["train_config"] for stage in stages])}
     if len(stages) > 1:
         row["stages"] = len(stages)
     if len(errors) > 1:
@@ -193,75 +150,3 @@ def paired_table(tests: list[dict]) -> str:
 
 def update_readme(readme: Path, text: str) -> None:
     replace_block(readme, README_START, README_END, text)
-
-
-@interruptible
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
-    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints",
-                        help="the folder of checkpoints to score (its *.pt)")
-    parser.add_argument("--samples", type=int, default=10,
-                        help="also score hard models averaging this many sampled trajectories (0: skip)")
-    parser.add_argument("--write", action="store_true", help="write the scores to checkpoints/scores.json "
-                                                             "and the table into README.md")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--only", nargs="+", default=None,
-                        help="score only these checkpoints (file names) again; the other rows come from the scores file")
-    parser.add_argument("--paired-only", action="store_true",
-                        help="keep every row of the scores file; compute only the paired tests again")
-    parser.add_argument("--commands-only", action="store_true",
-                        help="keep every score and paired test of the scores file; rebuild only each row's command "
-                             "from its checkpoint's record (after options are renamed); needs no data")
-    args = parser.parse_args(argv)
-    try:
-        return _score_and_write(args)
-    except (ValueError, DataError, CheckpointError, OSError) as exc:
-        return fail(exc)
-
-
-def _score_and_write(args) -> int:
-    torch.set_num_threads(check_threads(args.threads))
-    if args.samples < 0:
-        raise ValueError(f"--samples must be >= 0, got {args.samples}")
-    if not args.checkpoints.is_dir():
-        raise ValueError(f"--checkpoints {args.checkpoints} is not a folder")
-    paths = sorted(args.checkpoints.glob("*.pt"))
-    if not paths:
-        raise ValueError(f"--checkpoints {args.checkpoints} holds no *.pt")
-    if args.commands_only:
-        scores = json.loads(SCORES.read_text())
-        for row in scores["rows"]:
-            stages = training_stages(load_checkpoint(args.checkpoints / row["checkpoint"]))
-            row["command"] = staged_command([stage["train_config"] for stage in stages])
-        text = table(scores["rows"], scores["samples"])
-        print(text)
-        if args.write:
-            SCORES.write_text(json.dumps(scores, indent=1) + "\n")
-            update_readme(ROOT / "README.md", text)
-            leaderboard.write()
-        return 0
-    if args.paired_only:
-        rows = json.loads(SCORES.read_text())["rows"]
-    elif args.only:
-        kept = {row["checkpoint"]: row for row in json.loads(SCORES.read_text())["rows"]}
-        unknown = sorted(set(args.only) - {p.name for p in paths})
-        if unknown:
-            print(f"error: --only: no {', '.join(unknown)} in {args.checkpoints}", file=sys.stderr)
-            return 2
-        rows = [score(p, args.data_dir, args.samples) if p.name in args.only else kept[p.name]
-                for p in progress(paths, desc="score", unit="checkpoints", timed=False)]
-    else:
-        rows = [score(path, args.data_dir, args.samples)
-                for path in progress(paths, desc="score", unit="checkpoints", timed=False)]
-    text = table(rows, args.samples)
-    tests = paired(paths, args.data_dir)
-    print(text, paired_table(tests), sep="\n\n")
-    if args.write:
-        SCORES.write_text(json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows,
-                                      "paired": tests}, indent=1) + "\n")
-        update_readme(ROOT / "README.md", text)
-        replace_block(RESULTS, PAIRED_START, PAIRED_END, paired_table(tests))
-        leaderboard.write()  # the page's lab rows are these scores
-    return 0
-

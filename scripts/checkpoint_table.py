@@ -4,11 +4,99 @@
     python scripts/checkpoint_table.py --data-dir DIR --write   # checkpoints/scores.json + README
     python scripts/checkpoint_table.py --commands-only --write                 # rebuild the commands only
 
-The work is glimpse/scores.py's; this is its command line.
+Test error by the same code as evaluate.py (deterministic; for RAM also averaged over --samples
+sampled trajectories, as `evaluate.py --samples`), training time as recorded in the checkpoint,
+and the command that trained it; with --write also the paired tests of docs/results.md and the
+leaderboard's lab rows. The scoring is glimpse/scores.py's; this is its command line.
 """
-import sys
+from __future__ import annotations
 
-from glimpse.scores import main
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from envs.data import DataError
+from envs.task import BENCHMARK_VERSION
+from glimpse import leaderboard, scores
+from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, replace_block
+from glimpse.progress import progress
+from glimpse.training.config import staged_recipe_command
+
+
+@interruptible
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
+    parser.add_argument("--checkpoints", type=Path, default=scores.ROOT / "checkpoints",
+                        help="the folder of checkpoints to score (its *.pt)")
+    parser.add_argument("--samples", type=int, default=10,
+                        help="also score hard models averaging this many sampled trajectories (0: skip)")
+    parser.add_argument("--write", action="store_true", help="write the scores to checkpoints/scores.json "
+                                                             "and the table into README.md")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="score only these checkpoints (file names) again; the other rows come from the scores file")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="keep every row of the scores file; compute only the paired tests again")
+    parser.add_argument("--commands-only", action="store_true",
+                        help="keep every score and paired test of the scores file; rebuild only each row's command "
+                             "from its checkpoint's record (after options are renamed); needs no data")
+    args = parser.parse_args(argv)
+    try:
+        return _score_and_write(args)
+    except (ValueError, DataError, CheckpointError, OSError) as exc:
+        return fail(exc)
+
+
+def _score_and_write(args) -> int:
+    torch.set_num_threads(check_threads(args.threads))
+    if args.samples < 0:
+        raise ValueError(f"--samples must be >= 0, got {args.samples}")
+    if not args.checkpoints.is_dir():
+        raise ValueError(f"--checkpoints {args.checkpoints} is not a folder")
+    paths = sorted(args.checkpoints.glob("*.pt"))
+    if not paths:
+        raise ValueError(f"--checkpoints {args.checkpoints} holds no *.pt")
+    if args.commands_only:
+        kept_scores = json.loads(scores.SCORES.read_text())
+        for row in kept_scores["rows"]:
+            stages = training_stages(load_checkpoint(args.checkpoints / row["checkpoint"]))
+            row["command"] = staged_recipe_command([stage["train_config"] for stage in stages])
+        text = scores.table(kept_scores["rows"], kept_scores["samples"])
+        print(text)
+        if args.write:
+            scores.SCORES.write_text(json.dumps(kept_scores, indent=1) + "\n")
+            scores.update_readme(scores.ROOT / "README.md", text)
+            leaderboard.write()
+        return 0
+    if args.paired_only:
+        rows = json.loads(scores.SCORES.read_text())["rows"]
+    elif args.only:
+        kept = {row["checkpoint"]: row for row in json.loads(scores.SCORES.read_text())["rows"]}
+        unknown = sorted(set(args.only) - {p.name for p in paths})
+        if unknown:
+            print(f"error: --only: no {', '.join(unknown)} in {args.checkpoints}", file=sys.stderr)
+            return 2
+        rows = [scores.score(p, args.data_dir, args.samples) if p.name in args.only else kept[p.name]
+                for p in progress(paths, desc="score", unit="checkpoints", timed=False)]
+    else:
+        rows = [scores.score(path, args.data_dir, args.samples)
+                for path in progress(paths, desc="score", unit="checkpoints", timed=False)]
+    text = scores.table(rows, args.samples)
+    tests = scores.paired(paths, args.data_dir)
+    print(text, scores.paired_table(tests), sep="\n\n")
+    if args.write:
+        scores.SCORES.write_text(json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows,
+                                             "paired": tests}, indent=1) + "\n")
+        scores.update_readme(scores.ROOT / "README.md", text)
+        replace_block(scores.RESULTS, scores.PAIRED_START, scores.PAIRED_END, scores.paired_table(tests))
+        leaderboard.write()  # the page's lab rows are these scores
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,6 +15,7 @@ import pytest
 
 from envs.task import BENCHMARK_VERSION
 from glimpse.checkpoint import load_checkpoint, load_model, training_stages
+from glimpse.training.config import staged_recipe_command
 from glimpse.evaluation import evaluate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +28,7 @@ TOLERANCE = 0.002
 def load_table_script():
     import glimpse.scores
 
-    return glimpse.scores
+    return glimpse.scores  # the table's code; scripts/checkpoint_table.py is its command line
 
 
 def test_every_shipped_checkpoint_has_scores_of_this_benchmark():
@@ -64,9 +65,8 @@ def test_a_checkpoints_command_rebuilds_it_from_scratch(row):
     """The table's command is the checkpoint's own record of its stages, and never starts from a
     file in checkpoints/: that file may be replaced by a better model later (as ram-cluttered100.pt
     was under ram-multi100.pt), and the command would then rebuild something else."""
-    script = load_table_script()
     stages = training_stages(load_checkpoint(ROOT / "checkpoints" / row["checkpoint"]))
-    assert row["command"] == script.staged_command([stage["train_config"] for stage in stages])
+    assert row["command"] == staged_recipe_command([stage["train_config"] for stage in stages])
     assert "--init-from checkpoints/" not in row["command"]
 
 

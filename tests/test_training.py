@@ -10,6 +10,7 @@ import torch
 from glimpse.commands import evaluate
 from glimpse.commands import train
 from glimpse.training import loop
+from glimpse.training.config import recipe_command, staged_recipe_command
 from glimpse.checkpoint import load_checkpoint
 from glimpse.evaluation import evaluate_checkpoint
 
@@ -90,7 +91,7 @@ def test_init_from_starts_a_two_digit_reader_from_a_one_digit_run(tmp_path):
     assert run_train(tmp_path, "three", *two, "--init-from", str(tmp_path / "two" / "best.pt"), "--lr", "0.0005")[0] == 0
     three = load_checkpoint(tmp_path / "three" / "best.pt")
     assert [stage["train_config"]["run_name"] for stage in three["earlier_stages"]] == ["one", "two"]
-    line = load_checkpoint_table().staged_command([*(s["train_config"] for s in three["earlier_stages"]), three["train_config"]])
+    line = staged_recipe_command([*(s["train_config"] for s in three["earlier_stages"]), three["train_config"]])
     first, second, third = line.split(" && ")
     assert first.endswith("--seed 1 --run-name one") and "--init-from" not in first
     assert second.endswith("--init-from runs/one/best.pt --run-name two")
@@ -424,9 +425,15 @@ def test_evaluate_errors_exit_2(hard_checkpoint, tmp_path, capsys):
 
 
 def load_checkpoint_table():
-    import glimpse.scores
+    """scripts/checkpoint_table.py, the command line of glimpse/scores.py."""
+    import importlib.util
+    from pathlib import Path
 
-    return glimpse.scores
+    path = Path(__file__).resolve().parents[1] / "scripts" / "checkpoint_table.py"
+    spec = importlib.util.spec_from_file_location("checkpoint_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_path, capsys):
@@ -456,20 +463,18 @@ def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_
 def test_checkpoint_table_writes_todays_options_for_runs_saved_under_old_names():
     from glimpse.training.config import TrainConfig
 
-    table = load_checkpoint_table()
     saved = TrainConfig(preset="cluttered60").to_dict()
     del saved["reinforce_into_core"]  # runs before the option recorded detach_policy_input
-    assert table.command({**saved, "detach_policy_input": True}) == "python train.py --mode hard --arch ram --preset cluttered60"
-    assert table.command({**saved, "detach_policy_input": False}).endswith("--preset cluttered60 --reinforce-into-core 1.0")
+    assert recipe_command({**saved, "detach_policy_input": True}) == "python train.py --mode hard --arch ram --preset cluttered60"
+    assert recipe_command({**saved, "detach_policy_input": False}).endswith("--preset cluttered60 --reinforce-into-core 1.0")
 
 
 def test_checkpoint_table_leaves_out_where_a_run_ran():
     """A run resumed on another device (--resume --device cpu) keeps the recipe's command."""
     from glimpse.training.config import TrainConfig
 
-    table = load_checkpoint_table()
     resumed = TrainConfig(preset="cluttered60", device="cpu", threads=8).to_dict()
-    assert table.command(resumed) == "python train.py --mode hard --arch ram --preset cluttered60"
+    assert recipe_command(resumed) == "python train.py --mode hard --arch ram --preset cluttered60"
 
 
 def test_checkpoint_table_only_rescores_the_named_rows(hard_checkpoint, tmp_path, monkeypatch, capsys):
@@ -483,7 +488,7 @@ def test_checkpoint_table_only_rescores_the_named_rows(hard_checkpoint, tmp_path
     scores = tmp_path / "scores.json"
     kept = {"checkpoint": "b.pt", "n": 10, "test_error": 0.5, "fresh_error": 0.5, "train_minutes": 1.0, "command": "x"}
     scores.write_text(json.dumps({"benchmark": 1, "samples": 0, "rows": [kept]}))
-    monkeypatch.setattr(table, "SCORES", scores)
+    monkeypatch.setattr(table.scores, "SCORES", scores)
     argv = ["--checkpoints", str(tmp_path), "--data-dir", "bundled", "--samples", "0"]
     assert table.main([*argv, "--only", "a.pt"]) == 0
     out = capsys.readouterr().out
@@ -504,8 +509,9 @@ def test_checkpoint_table_draws_fresh_first_glimpses_for_a_random_first_glimpse(
         return {"error": 0.01 * (seed + 1), "n": 100, "kind": "ram", "train_seconds": 60.0,
                 "train_config": {"first_location": how}}
 
+    table = table.scores  # the scoring itself
     monkeypatch.setattr(table, "evaluate_checkpoint", fake_evaluation)
-    monkeypatch.setattr(table, "command", lambda config: "python train.py")
+    monkeypatch.setattr(table, "staged_recipe_command", lambda stages: "python train.py")
     how = "random"
     row = table.score(tmp_path / "a.pt", None, samples=0)
     fresh = [seed for canvas_seed, seed, _ in calls if canvas_seed == table.FRESH_SEED]

@@ -35,8 +35,7 @@ from glimpse.report.measurements import (
 )
 from glimpse.report.records import adopted_file_unchanged, file_sha256, make_record, record_path, write_record
 from glimpse.report.runs import RunRequest, budget_epochs, finished_run
-from glimpse.scores import command as recipe_command
-from glimpse.training.config import resolve_config
+from glimpse.training.config import recipe_command, resolve_config
 from glimpse.viz import where_it_looks
 
 REINFORCE_SAMPLES = (1, 2, 4, 8)  # the hard family's estimators in the gradient table (--reinforce-samples)

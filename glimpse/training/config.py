@@ -14,7 +14,7 @@ from dataclasses import InitVar, asdict, dataclass, field, fields, make_dataclas
 
 from envs.task import TASKS, GlimpseTask
 from glimpse.checkpoint import TASK_FIELDS
-from glimpse.cli import MAX_THREADS, ArgumentParser
+from glimpse.cli import MAX_THREADS, ArgumentParser, option_flags
 from glimpse.models import default_family, find_family, get_family, list_families
 from glimpse.models.registry import MODES, Family, declared_options, drop_removed
 
@@ -318,3 +318,40 @@ def resolve_config(overrides: dict) -> TrainConfig:
     values.update(base.family.task_overrides.get(base.preset, {}))
     values.update(overrides)
     return TrainConfig(**values)
+
+
+# options that say where and how a run ran, not what it learned: no recipe states them
+_NOT_RECIPE = {"run_dir", "run_name", "threads", "device", "data_dir", "log_every", "image_every",
+               "checkpoint_every", "val_every", "eval_batch_size", "max_steps", "compile"}
+
+
+def recipe_command(config: dict) -> str:
+    """The train.py options that apply to the run and differ from the preset's, in the order of the config."""
+    run = TrainConfig.from_dict(config)  # today's option names for a run saved under older ones
+    config = run.applicable()  # a Show-Attend-Tell run has no glimpse sensor to state
+    chosen = ("mode", "arch", "preset")
+    base = resolve_config({k: config[k] for k in chosen if k in config}).to_dict()
+    stated = {**family_options(run.family), "preset": config["preset"]}
+    stated.update({key: value for key, value in config.items()
+                   if key not in _NOT_RECIPE and key not in chosen and base.get(key) != value})
+    return "python train.py " + " ".join(option_flags(stated))
+
+
+def staged_recipe_command(stages: list[dict]) -> str:
+    """The commands of a model trained in stages (``--init-from``; each stage a ``train_config``,
+    oldest first), joined by ``&&``: each stage but the last named by its run name, each stage
+    after the first started from the one before it, so the line rebuilds the model even after a
+    file an earlier stage started from has been replaced."""
+    lines, previous = [], None
+    for index, config in enumerate(stages):
+        config = dict(config)
+        if previous is not None:
+            config["init_from"] = f"runs/{previous}/best.pt"
+        line = recipe_command(config)
+        previous = config.get("run_name")
+        if index < len(stages) - 1:
+            if not previous:
+                raise ValueError(f"stage {index + 1} of {len(stages)} has no run name to start the next from")
+            line += f" --run-name {previous}"
+        lines.append(line)
+    return " && ".join(lines)
