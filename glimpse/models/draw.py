@@ -16,7 +16,7 @@ from torch import nn
 
 from glimpse.models.filterbank import attention_params, filterbank_matrices, read
 from glimpse.models.gradients import scale_gradient
-from glimpse.models.registry import Attention, Family, Option, register
+from glimpse.models.registry import Attention, Family, Option, check_canvas_batch, register
 
 
 @dataclass
@@ -84,8 +84,7 @@ class DRAWClassifier(nn.Module):
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         """images (B, 1, H, W) with H = W = canvas_size -> dict (see the class docstring)."""
         size = self.config.canvas_size
-        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
-            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        check_canvas_batch(images, size)
         canvas = images[:, 0]
         batch = canvas.shape[0]
         h = canvas.new_zeros(batch, self.config.hidden_size)

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from glimpse.models.config_checks import check_conv_glimpse_size, check_one_of, check_share
 from glimpse.models.diff_retina import integral_image, read_glimpses
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.hard import HardFamily, anneal_policy_std, retina_pixels_read
@@ -42,7 +43,7 @@ from glimpse.models.ram.classifier import Classifier
 from glimpse.models.ram.core import CORES, REST
 from glimpse.models.ram.glimpse_network import GlimpseNetwork
 from glimpse.models.ram.location import LocationPolicy
-from glimpse.models.registry import Attention, Family, Option, register
+from glimpse.models.registry import Attention, Family, Option, check_canvas_batch, register
 
 LOCATION_GRADIENTS = ("reparameterised", "deterministic")
 
@@ -62,15 +63,11 @@ class RetinaRAMConfig:
     n_classes: int = 10
 
     def __post_init__(self):
-        if self.location_gradient not in LOCATION_GRADIENTS:
-            raise ValueError(f"location_gradient must be one of {LOCATION_GRADIENTS}, got {self.location_gradient!r}")
-        if self.core not in CORES:
-            raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
-        if not 0 <= self.attention_into_core <= 1:
-            raise ValueError(f"attention_into_core must be in [0, 1], got {self.attention_into_core}")
-        if self.glimpse_net == "conv" and self.glimpse_size % 4:
-            raise ValueError(f"glimpse_net='conv' pools twice by 2: glimpse_size must be divisible by 4, "
-                             f"got {self.glimpse_size}")
+        check_one_of("location_gradient", self.location_gradient, LOCATION_GRADIENTS)
+        check_one_of("core", self.core, CORES)
+        check_share("attention_into_core", self.attention_into_core)
+        if self.glimpse_net == "conv":
+            check_conv_glimpse_size(self.glimpse_size)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,8 +87,7 @@ class DifferentiableRetinaRAM(nn.Module):
 
     def forward(self, images: torch.Tensor, noise: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         c = self.config
-        if images.dim() != 4 or tuple(images.shape[1:]) != (1, c.canvas_size, c.canvas_size):
-            raise ValueError(f"images must be (B, 1, {c.canvas_size}, {c.canvas_size}), got {tuple(images.shape)}")
+        check_canvas_batch(images, c.canvas_size)
         ii = integral_image(images[:, 0])
         location = images.new_zeros(len(images), 2)  # the first glimpse at the centre
         state, locations = REST, [location]

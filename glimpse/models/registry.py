@@ -105,6 +105,13 @@ def canvases_to_tensor(images: np.ndarray | torch.Tensor, device: torch.device |
     return tensor.to(device).unsqueeze(1).float().div_(255.0)
 
 
+def check_canvas_batch(images: torch.Tensor, size: int) -> None:
+    """ValueError unless ``images`` is a (B, 1, size, size) batch: what a model that reads the whole
+    canvas (or crops it itself) takes."""
+    if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
+        raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+
+
 def model_device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 

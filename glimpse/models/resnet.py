@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from glimpse.models.channels_last import ChannelsLast
-from glimpse.models.registry import Family, register
+from glimpse.models.registry import Family, check_canvas_batch, register
 
 
 @dataclass
@@ -93,9 +93,7 @@ class ResNetClassifier(nn.Module):
         self.classifier = nn.Linear(config.widths[-1], config.n_classes)
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        size = self.config.canvas_size
-        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
-            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        check_canvas_batch(images, self.config.canvas_size)
         features = self.stages(self.stem(images))  # (B, widths[-1], H / total_stride, W / total_stride)
         return {"logits": self.classifier(features.mean((2, 3)))}
 

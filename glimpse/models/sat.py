@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from glimpse.models.attention_decoder import AttentionDecoder
-from glimpse.models.registry import Attention, Family, Option, register
+from glimpse.models.registry import Attention, Family, Option, check_canvas_batch, register
 from glimpse.models.sat_encoder import ConvEncoder
 
 
@@ -69,9 +69,7 @@ class SATClassifier(nn.Module):
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         """images (B, 1, H, W) with H = W = canvas_size -> dict (see the class docstring)."""
-        size = self.config.canvas_size
-        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
-            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        check_canvas_batch(images, self.config.canvas_size)
         features, (gh, gw) = self.encoder(images)
         if self.with_coordinates:
             features = torch.cat([features, cell_coordinates(gh, gw, features).expand(len(features), -1, -1)], -1)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from glimpse.models.registry import Family, register
+from glimpse.models.registry import Family, check_canvas_batch, register
 from glimpse.models.sat import SATConfig
 from glimpse.models.sat_encoder import ConvEncoder
 
@@ -71,9 +71,7 @@ class PooledSATClassifier(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, config.n_classes)
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        size = self.config.canvas_size
-        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
-            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        check_canvas_batch(images, self.config.canvas_size)
         features, _ = self.encoder(images)
         return {"logits": self.classifier(self.decoder(features)[:, -1])}
 

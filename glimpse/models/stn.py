@@ -22,7 +22,7 @@ from torch import nn
 
 from envs.task import TASKS
 from glimpse.models.channels_last import ChannelsLast
-from glimpse.models.registry import Attention, Family, register
+from glimpse.models.registry import Attention, Family, check_canvas_batch, register
 
 
 MIN_CANVAS = 32
@@ -130,9 +130,7 @@ class SpatialTransformerClassifier(nn.Module):
         self.classifier = CropClassifier(config.crop_size, config.channels, config.hidden_size, config.n_classes)
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        size = self.config.canvas_size
-        if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
-            raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        check_canvas_batch(images, self.config.canvas_size)
         centre, scale = self.localisation(images)
         crops = crop(images, centre, scale, self.config.crop_size)
         return {"logits": self.classifier(crops), "centre": centre, "scale": scale, "crop": crops}

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from glimpse.models.config_checks import (check_conv_glimpse_size, check_count, check_one_of, check_positive,
+                                           check_share)
 from glimpse.models.dram.glimpse_network import GLIMPSE_COMBINES, make_glimpse_network
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.ram.baseline import BaselineNetwork
@@ -58,17 +60,11 @@ class DRAMConfig:
     policy: str = "learned"  # DRAM always learns where to look (the episode protocol asks)
 
     def __post_init__(self):
-        if self.glimpse_size % 4:
-            raise ValueError(f"DRAM's conv glimpse network pools twice by 2: glimpse_size must be divisible by 4, "
-                             f"got {self.glimpse_size}")
-        if not 0 <= self.reinforce_into_core <= 1:
-            raise ValueError(f"reinforce_into_core must be in [0, 1], got {self.reinforce_into_core}")
-        if isinstance(self.context_size, bool) or not isinstance(self.context_size, int) or self.context_size < 0:
-            raise ValueError(f"context_size must be an integer >= 0, got {self.context_size!r}")
-        if not self.location_std > 0:
-            raise ValueError(f"location_std must be > 0, got {self.location_std}")
-        if self.glimpse_combine not in GLIMPSE_COMBINES:
-            raise ValueError(f"glimpse_combine must be one of {GLIMPSE_COMBINES}, got {self.glimpse_combine!r}")
+        check_conv_glimpse_size(self.glimpse_size)  # DRAM's glimpse network is convolutional
+        check_share("reinforce_into_core", self.reinforce_into_core)
+        check_count("context_size", self.context_size)
+        check_positive("location_std", self.location_std)
+        check_one_of("glimpse_combine", self.glimpse_combine, GLIMPSE_COMBINES)
         if self.policy != "learned":
             raise ValueError(f"DRAM's policy is always 'learned', got {self.policy!r}")
 

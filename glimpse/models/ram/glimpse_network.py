@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from glimpse.models.channels_last import ChannelsLast
+from glimpse.models.config_checks import check_conv_glimpse_size
 
 
 class ConvWhat(ChannelsLast):
@@ -20,9 +21,7 @@ class ConvWhat(ChannelsLast):
     """
 
     def __init__(self, n_scales: int, glimpse_size: int, what_size: int):
-        if glimpse_size % 4:
-            raise ValueError(f"a conv glimpse network pools twice by 2: glimpse_size must be divisible by 4, "
-                             f"got {glimpse_size}")
+        check_conv_glimpse_size(glimpse_size)
         side = glimpse_size // 4
         super().__init__(
             nn.Conv2d(n_scales, 16, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),

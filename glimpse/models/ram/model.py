@@ -11,6 +11,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from glimpse.models.config_checks import (check_conv_glimpse_size, check_count, check_one_of, check_positive,
+                                           check_share)
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.ram.baseline import BaselineNetwork
 from glimpse.models.ram.classifier import Classifier
@@ -48,21 +50,14 @@ class RAMConfig:
     def __post_init__(self, detach_policy_input: bool | None = None):
         if detach_policy_input is not None:
             self.reinforce_into_core = 0.0 if detach_policy_input else 1.0
-        if not 0 <= self.reinforce_into_core <= 1:
-            raise ValueError(f"reinforce_into_core must be in [0, 1], got {self.reinforce_into_core}")
-        if self.core not in CORES:
-            raise ValueError(f"core must be one of {sorted(CORES)}, got {self.core!r}")
-        if self.policy not in ("learned", "random"):
-            raise ValueError(f"policy must be 'learned' or 'random', got {self.policy!r}")
-        if self.glimpse_net not in ("linear", "conv"):
-            raise ValueError(f"glimpse_net must be 'linear' or 'conv', got {self.glimpse_net!r}")
-        if self.glimpse_net == "conv" and self.glimpse_size % 4:
-            raise ValueError(f"glimpse_net='conv' pools twice by 2: glimpse_size must be divisible by 4, "
-                             f"got {self.glimpse_size}")
-        if isinstance(self.context_size, bool) or not isinstance(self.context_size, int) or self.context_size < 0:
-            raise ValueError(f"context_size must be an integer >= 0, got {self.context_size!r}")
-        if not self.location_std > 0:
-            raise ValueError(f"location_std must be > 0, got {self.location_std}")
+        check_share("reinforce_into_core", self.reinforce_into_core)
+        check_one_of("core", self.core, CORES)
+        check_one_of("policy", self.policy, ("learned", "random"))
+        check_one_of("glimpse_net", self.glimpse_net, ("linear", "conv"))
+        if self.glimpse_net == "conv":
+            check_conv_glimpse_size(self.glimpse_size)
+        check_count("context_size", self.context_size)
+        check_positive("location_std", self.location_std)
 
     def to_dict(self) -> dict:
         return asdict(self)
