@@ -33,12 +33,13 @@ from glimpse.report.measurements import (
     NOISE_ERRORS, THRESHOLDS, SeedRuns, attention_gradient_spread, collect, converged_by_noise, cost_per_image,
     doubling_check, estimator_variance, keep_records, paired_tests, throughput, time_to_threshold,
 )
-from glimpse.report.records import adopted_file_unchanged, file_sha256, make_record, record_path, write_record
+from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, file_sha256, make_record, record_path,
+                                    write_record)
 from glimpse.report.runs import RunRequest, budget_epochs, finished_run
 from glimpse.training.config import recipe_command, resolve_config
 from glimpse.viz import where_it_looks
 
-REINFORCE_SAMPLES = (1, 2, 4, 8)  # the hard family's estimators in the gradient table (--reinforce-samples)
+REINFORCE_SAMPLES = (1, *ESTIMATOR_SAMPLES)  # the gradient table: the learned baseline and the trained K
 HEADLINE_START, HEADLINE_END = "<!-- report:headline:start -->", "<!-- report:headline:end -->"
 N_GALLERY = 6
 
@@ -255,13 +256,13 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
         return request.name  # adopted before
     if kept is not None:
         raise ValueError(f"--adopt {checkpoint}: the report has its run {request.name} already")
-    right = {f"{'test' if s is None else f'fresh-seed{s}'}-v{BENCHMARK_VERSION}":
+    right = {canvas_set_name(s):
              evaluate_checkpoint(checkpoint, data_dir=settings.data_dir, progress=False, per_canvas=True,
                                  canvas_seed=s)["right"] for s in (None, FRESH_SEED)}
     # scored here on today's canvases, whatever benchmark version it was tested on. The weights the
     # pictures need stay in a shipped checkpoint (checked by sha256 when read), or are copied from any
     # other file (a run finished in checkpoints/unfinished/, say, which leaves)
-    tested = {"test_accuracy": float(right[f"test-v{BENCHMARK_VERSION}"].mean()), "benchmark": BENCHMARK_VERSION}
+    tested = {"test_accuracy": float(right[canvas_set_name(None)].mean()), "benchmark": BENCHMARK_VERSION}
     pictured = _pictured(request.experiment, payload["kind"])
     shipped = checkpoint.resolve().parent == (Path.cwd() / "checkpoints").resolve()
     keep = pictured and request.seed == settings.seeds[0] and not shipped

@@ -22,7 +22,8 @@ from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
-from glimpse.report.records import adopted_file_unchanged, make_record, read_record, record_path, write_record
+from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, make_record, read_record, record_path,
+                                    write_record)
 from glimpse.report.runs import finished_run
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
@@ -59,14 +60,13 @@ class SeedRuns:
         otherwise they are cached beside the run's best.pt, the fixed set's cache used only while it
         agrees with the run's test accuracy, a fresh set's only while it is newer than best.pt."""
         run_dir, accuracy = self.run_dirs[index], self.runs[index]["test_accuracy"]
-        canvases = "test" if canvas_seed is None else f"fresh-seed{canvas_seed}"
-        name = f"{canvases}-v{BENCHMARK_VERSION}"
+        name = canvas_set_name(canvas_seed)
         if self.is_record(index):
             if name not in self.runs[index]["right"]:
                 raise ValueError(f"{run_dir.name} is kept only as a record, which has no results on the {name} "
                                  f"canvases: delete its record and train it again")
             return self.runs[index]["right"][name]
-        cache = run_dir / f"{canvases}-right-v{BENCHMARK_VERSION}.npy"
+        cache = run_dir / f"{canvas_set_name(canvas_seed, '-right')}.npy"
         if cache.exists():
             right = np.load(cache)
             if canvas_seed is None and abs(float(right.mean()) - accuracy) < 1e-9:
@@ -154,8 +154,7 @@ def keep_records(group: SeedRuns, records_dir: Path, canvas_seeds=(None, FRESH_S
         path = record_path(records_dir, run_dir.name)
         if group.is_record(index) or (path.exists() and path.stat().st_mtime_ns >= (run_dir / "best.pt").stat().st_mtime_ns):
             continue
-        right = {f"{'test' if s is None else f'fresh-seed{s}'}-v{BENCHMARK_VERSION}": group.right(index, s)
-                 for s in canvas_seeds}  # the names right() looks them up by
+        right = {canvas_set_name(s): group.right(index, s) for s in canvas_seeds}
         write_record(path, make_record(run, right, keep_weights=run["train_config"]["seed"] == weights_for_seed))
 
 

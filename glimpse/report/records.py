@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from envs.task import BENCHMARK_VERSION
 from glimpse.checkpoint import CheckpointError, save_checkpoint
 
 DROPPED = ("format", "model_state", "optimizer_state")  # a best.pt holds no optimiser state; a last.pt does
@@ -53,6 +54,13 @@ def make_record(payload: dict, right: dict[str, np.ndarray], keep_weights: bool)
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def canvas_set_name(canvas_seed: int | None, what: str = "") -> str:
+    """How a record names a set of test canvases it holds results on: the fixed set (``test-v1``)
+    or fresh canvases drawn from ``canvas_seed`` (``fresh-seed20261123-v1``); ``what`` goes before the
+    version (a run directory's cache: ``test-right-v1``)."""
+    return f"{'test' if canvas_seed is None else f'fresh-seed{canvas_seed}'}{what}-v{BENCHMARK_VERSION}"
 
 
 def adopted_file_unchanged(run: dict) -> bool:
