@@ -15,6 +15,8 @@ import functools
 
 import torch
 
+from envs.task import GlimpseTask
+
 
 
 EXACT_FLOAT32_LIMIT = 2**24
@@ -86,3 +88,17 @@ def _sensor(glimpse_size: int, n_scales: int, width: int, height: int, device: t
     norm = (cell.to(dtype) ** 2 * 255.0)[None, :, None, None]
     size = torch.tensor([width, height], device=device)
     return cell * glimpse_size / 2, edges, norm, size
+
+
+def retina_pixels_read(task: dict, context_size: int, snapped: bool = True) -> dict[str, int]:
+    """What a retina's episodes read per image: T * k * g * g glimpse values; canvas pixels under
+    the widest box of each glimpse (``g * 2**(k-1)`` wide, an upper bound at the edges: the finer
+    scales lie inside it), times T = glimpses per digit x digits. A context view of side s adds
+    s * s values and the whole canvas. ``snapped=False``: box origins fall between pixels (the
+    differentiable retina), so a box of width w overlaps w + 1 pixels a side."""
+    g, k, size = int(task["glimpse_size"]), int(task["n_scales"]), int(task["canvas_size"])
+    t = GlimpseTask(**task).episode_length
+    widest = min(g * 2 ** (k - 1) + (0 if snapped else 1), size)
+    return {"sensor_values": t * k * g * g + context_size * context_size,
+            "canvas_pixels_touched": t * widest * widest + (size * size if context_size else 0),
+            "input_pixels": size * size}

@@ -31,9 +31,9 @@ import torch
 from envs import ClutteredMNISTVectorEnv
 from envs.data import load_mnist
 from envs.engine import canvas_digest, first_locations, fixed_canvas_set, indexed_device
+from envs.retina import retina_pixels_read
 from envs.task import BENCHMARK_VERSION, TASKS, TASKS_AS_SHIPPED, GlimpseTask
 from glimpse.inference import read_right
-from glimpse.models.hard import retina_pixels_read
 from glimpse.models.registry import canvases_to_tensor
 from glimpse.stats import mcnemar, wilson_interval
 

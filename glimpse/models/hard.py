@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.retina import retina_pixels_read
 from envs.task import GlimpseTask
 from glimpse.models.episodes import Rollout, play_canvases, run_episodes
 from glimpse.models.registry import Attention, Family, Look, Option
@@ -145,17 +146,3 @@ def anneal_policy_std(family, model: nn.Module, config, progress: float) -> dict
     std = annealed(config.location_std, config.location_std_final, progress)
     family.set_policy_std(model, std)
     return {"train/location_std": std}
-
-
-def retina_pixels_read(task: dict, context_size: int, snapped: bool = True) -> dict[str, int]:
-    """What a retina's episodes read per image: T * k * g * g glimpse values; canvas pixels under
-    the widest box of each glimpse (``g * 2**(k-1)`` wide, an upper bound at the edges: the finer
-    scales lie inside it), times T = glimpses per digit x digits. A context view of side s adds
-    s * s values and the whole canvas. ``snapped=False``: box origins fall between pixels (the
-    differentiable retina), so a box of width w overlaps w + 1 pixels a side."""
-    g, k, size = int(task["glimpse_size"]), int(task["n_scales"]), int(task["canvas_size"])
-    t = GlimpseTask(**task).episode_length
-    widest = min(g * 2 ** (k - 1) + (0 if snapped else 1), size)
-    return {"sensor_values": t * k * g * g + context_size * context_size,
-            "canvas_pixels_touched": t * widest * widest + (size * size if context_size else 0),
-            "input_pixels": size * size}

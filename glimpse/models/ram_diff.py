@@ -35,10 +35,11 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from envs.retina import retina_pixels_read
 from glimpse.models.config_checks import check_conv_glimpse_size, check_one_of, check_share
 from glimpse.models.diff_retina import integral_image, read_glimpses
 from glimpse.models.gradients import scale_gradient
-from glimpse.models.hard import HardFamily, anneal_policy_std, retina_pixels_read
+from glimpse.models.hard import HardFamily, anneal_policy_std
 from glimpse.models.ram.classifier import Classifier
 from glimpse.models.ram.core import CORES, REST
 from glimpse.models.ram.glimpse_network import GlimpseNetwork
