@@ -215,7 +215,7 @@ def overlay_attention(canvas, alpha, upscale: int = 4, sep: int = 2, opacity: fl
     if upscale >= 3:  # number the steps, in the colours of the box paths
         colours = time_colours(len(frames))
         for t, frame in enumerate(frames):
-            _label(frame, str(t + 1), (0, 0), colours[t], min(3, max(1, upscale // 2)))
+            _label(frame, str(t + 1), (0, 0), colours[t], max(1, h // 40))  # legible once TensorBoard shrinks the row
     return side_by_side(list(frames), pad=sep)
 
 
