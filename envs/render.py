@@ -91,10 +91,14 @@ def _paint(image: np.ndarray, rows: slice, cols: slice, colour, opacity: float =
 def _outline(image: np.ndarray, left: int, top: int, right: int, bottom: int, colour,
              thickness: int = 1, opacity: float = 1.0) -> None:
     """Outline of the pixel rectangle [left, right) x [top, bottom), ``thickness`` pixels wide
-    on its inside, its sides beyond the image drawn along the image's edge: a box that reads past
-    the canvas (DRAW's filterbank before it zooms in, wider than the canvas) still shows."""
+    on its inside, clipped to the image: a side off the image is not drawn (the box runs off the
+    canvas), except where the box spans the image's whole width or height (DRAW's filterbank before
+    it zooms in): there its sides are drawn along the image's edges, so that it still shows."""
     _, h, w = image.shape
-    left, top, right, bottom = max(left, 0), max(top, 0), min(right, w), min(bottom, h)
+    if left < 0 and right > w:
+        left, right = 0, w
+    if top < 0 and bottom > h:
+        top, bottom = 0, h
     rows, cols = _span(top, bottom, h), _span(left, right, w)
     if rows is None or cols is None:
         return

@@ -39,10 +39,10 @@ def gradient_estimates(grad_fn: Callable[[int], torch.Tensor], batches: Iterable
     """(n, d) float64: ``grad_fn(i)`` for each i of ``batches`` (say ``range(n)``), each a gradient
     estimate of any shape, flattened. ``grad_fn`` must draw fresh data and noise per i (seeded by
     i) and leave the weights alone. ValueError for fewer than 2: no variance."""
-    grads = torch.stack([grad_fn(i).detach().reshape(-1).to(torch.float64) for i in batches])
+    grads = [grad_fn(i).detach().reshape(-1).to(torch.float64) for i in batches]
     if len(grads) < 2:
         raise ValueError(f"need at least 2 minibatches for a variance, got {len(grads)}")
-    return grads
+    return torch.stack(grads)
 
 
 def trace_and_signal(grads: torch.Tensor) -> tuple[float, float]:

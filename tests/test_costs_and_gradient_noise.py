@@ -104,6 +104,8 @@ def test_gradient_statistics_of_gaussian_noise():
     assert relative_variance(grads) == pytest.approx(trace / signal)
     with pytest.raises(ValueError):
         gradient_estimates(lambda i: mu, range(1))
+    with pytest.raises(ValueError):
+        gradient_estimates(lambda i: mu, range(0))
 
 
 def test_gradient_statistics_of_a_reinforce_toy_with_known_variance():

@@ -107,3 +107,27 @@ def test_the_logged_regulariser_is_the_term_the_loss_adds(weight):
     torch.testing.assert_close(logged["train/doubly_stochastic_penalty"], penalty)
     torch.testing.assert_close(logged["losses/attention_regulariser"], term.detach())
     torch.testing.assert_close(term.detach(), weight * penalty)
+
+
+def test_the_dropped_score_bias_leaves_a_seed_s_initial_weights_as_they_were(monkeypatch):
+    """The attention score's bias (dead: softmax ignores a shift) was dropped; a seed must still start
+    every other layer from the same weights, so that the recorded runs' recipes rebuild them."""
+    from torch import nn
+
+    from glimpse.models import attention_decoder
+
+    torch.manual_seed(0)
+    now = build_model("sat", {}).state_dict()
+
+    def with_score_bias(self, feature_size, hidden_size, attention_size):  # the layout before
+        nn.Module.__init__(self)
+        self.feature_proj = nn.Linear(feature_size, attention_size)
+        self.hidden_proj = nn.Linear(hidden_size, attention_size, bias=False)
+        self.score = nn.Linear(attention_size, 1)
+
+    monkeypatch.setattr(attention_decoder.AdditiveAttention, "__init__", with_score_bias)
+    torch.manual_seed(0)
+    before = build_model("sat", {}).state_dict()
+    assert set(before) - set(now) == {"decoder.attention.score.bias"}
+    for name, value in now.items():
+        assert torch.equal(value, before[name]), name

@@ -157,6 +157,20 @@ def test_a_show_attend_tell_run_saved_with_the_dead_score_bias_resumes(tmp_path,
         torch.testing.assert_close(resumed[key], whole[key], rtol=1e-4, atol=1e-5)
 
 
+def test_a_show_attend_tell_checkpoint_saved_with_the_dead_score_bias_starts_a_run():
+    """--init-from a checkpoint written before the score lost its bias: its weights fit (the bias is
+    dropped on load, as softmax ignores it)."""
+    from pathlib import Path
+
+    from glimpse.training.config import resolve_config
+
+    shipped = Path(__file__).resolve().parents[1] / "checkpoints" / "sat-cluttered100.pt"
+    assert "decoder.attention.score.bias" in load_checkpoint(shipped)["model_state"]
+    config = resolve_config({"preset": "cluttered100", "arch": "sat", "init_from": str(shipped)})
+    weights, stages = loop.initial_weights(config)
+    assert stages and "decoder.attention.score.weight" in weights
+
+
 def test_resume_after_interruption_continues_exactly(tmp_path, interrupt_at_step):
     args = ["--preset", "cluttered60", "--max-steps", "12", "--batch-size", "32", "--checkpoint-every", "5",
             "--val-every", "6", "--log-every", "5"]

@@ -95,6 +95,10 @@ def test_a_box_wider_than_the_canvas_is_drawn_along_its_edges():
     drawn = coloured(draw_box_path(np.zeros((20, 20), np.uint8), np.zeros((1, 2)), np.full((1, 1), 30.0),
                                    upscale=1, labels=False))
     assert drawn[0].all() and drawn[-1].all() and drawn[:, 0].all() and drawn[:, -1].all()
+    # a box that only runs off one side (a coarse scale at the edge) stays open there
+    drawn = coloured(draw_box_path(np.zeros((20, 20), np.uint8), np.array([[-1.0, 0.0]]), np.full((1, 1), 8.0),
+                                   upscale=1, labels=False))
+    assert drawn[6:14, 3].all() and not drawn[7:9, 0].any()  # its right side drawn, its left off the canvas
 
 
 def test_path_connects_the_centres():

@@ -12,8 +12,11 @@ class AdditiveAttention(nn.Module):
         super().__init__()
         self.feature_proj = nn.Linear(feature_size, attention_size)  # W_a
         self.hidden_proj = nn.Linear(hidden_size, attention_size, bias=False)  # W_h
-        # w, without a bias: softmax over the cells ignores a shift shared by every score
-        self.score = nn.Linear(attention_size, 1, bias=False)
+        # w, without a bias: softmax over the cells ignores a shift shared by every score. The bias is
+        # made and then dropped, so that the random numbers it drew still go to it: a seed starts
+        # every later layer from the weights it always did
+        self.score = nn.Linear(attention_size, 1)
+        self.score.register_parameter("bias", None)
         self.register_load_state_dict_pre_hook(_drop_shared_score_bias)
 
     def forward(self, projected_features: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

@@ -277,14 +277,16 @@ def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[
     source = load_checkpoint(path)
     if source["kind"] != family.name:
         raise ValueError(f"--init-from {path} holds a {source['kind']} model; this run trains {family.name}")
-    own = family.build(family.model_config(config)).state_dict()
-    theirs = source["model_state"]
+    model = family.build(family.model_config(config))
+    own, theirs = model.state_dict(), source["model_state"]
     # a module the source lacks but the family may add (RAM's context network) is left to the run's
     # own seeded model: this one is built before the seed is set
-    added = {name: value for name, value in own.items()
-             if name not in theirs and name.split(".")[0] in family.added_modules}
-    misfit = sorted(name for name in own.keys() | theirs.keys()
-                    if name not in added and (name not in own or name not in theirs or own[name].shape != theirs[name].shape))
+    added = {name for name in own if name not in theirs and name.split(".")[0] in family.added_modules}
+    reshaped = {name for name in own.keys() & theirs.keys() if own[name].shape != theirs[name].shape}
+    # loaded as a run loads them, so that what the model drops on load (an old checkpoint's dead
+    # parameter: Show-Attend-Tell's score bias) is no misfit
+    loaded = model.load_state_dict({k: v for k, v in theirs.items() if k not in reshaped}, strict=False)
+    misfit = sorted({*reshaped, *loaded.unexpected_keys, *(name for name in loaded.missing_keys if name not in added)})
     if misfit:
         shown = ", ".join(f"{name} {_shape(theirs, name)} there, {_shape(own, name)} here" for name in misfit[:3])
         raise ValueError(f"--init-from {path}: its weights do not fit this model ({shown}"
@@ -317,7 +319,8 @@ def optimizer_state_for(model: torch.nn.Module, saved_model: dict, saved_optimiz
     longer has (a parameter dropped from a family, its old weights discarded on load: Show-Attend-Tell's
     score bias). Adam keys its state by parameter position, in the model's order, which a state dict
     keeps (buffers aside). Unchanged when nothing was dropped or the layouts disagree otherwise (then
-    ``load_state_dict`` says why)."""
+    ``load_state_dict`` refuses a different number of parameters, and matches an equal number by
+    position, as it always does)."""
     buffers = {name for name, _ in model.named_buffers()}
     saved = [name for name in saved_model if name not in buffers]
     current = [name for name, _ in model.named_parameters()]
