@@ -350,11 +350,11 @@ def test_a_run_tested_on_an_older_benchmark_is_scored_again(tmp_path):
     best = runs / "fc-seed0" / "best.pt"
     payload = load_checkpoint(best)
     assert payload["benchmark"] == 1
-    collected = collect(FC, (0,), runs, "bundled")
+    collected = collect(FC, (0,), runs, "bundled", max_steps=2)
     assert collected.runs[0]["test_accuracy"] == payload["test_accuracy"]  # today's version: taken as recorded
     save_checkpoint(best, {**{k: v for k, v in payload.items() if k not in ("benchmark", "format")},
                            "test_accuracy": 0.0})
-    rescored = collect(FC, (0,), runs, "bundled").runs[0]["test_accuracy"]
+    rescored = collect(FC, (0,), runs, "bundled", max_steps=2).runs[0]["test_accuracy"]
     assert rescored == evaluate_checkpoint(best, data_dir="bundled", progress=False)["accuracy"] > 0.0
 
 
@@ -370,9 +370,9 @@ def test_a_run_of_another_budget_is_left_out(tmp_path):
     runs = tmp_path / "runs"
     assert train.main(["--preset", "cluttered60", "--mode", "full", "--full-arch", "fc", "--max-steps", "2",
                        "--epochs", "4", "--data-dir", "bundled", "--run-dir", str(runs), "--run-name", "fc-seed0"]) == 0
-    assert len(collect(FC, (0,), runs, "bundled", epochs=4).runs) == 1
-    assert collect(FC, (0,), runs, "bundled", epochs=8).runs == []
-    settings = ReportSettings(runs, tmp_path / "out", (0,), "bundled")
+    assert len(collect(FC, (0,), runs, "bundled", epochs=4, max_steps=2).runs) == 1
+    assert collect(FC, (0,), runs, "bundled", epochs=8, max_steps=2).runs == []
+    settings = ReportSettings(runs, tmp_path / "out", (0,), "bundled", max_steps=2)
     assert len(settings.collect(replace(FC, epochs=4)).runs) == 1
     assert settings.collect(replace(FC, epochs=2)).runs == []
     assert len(replace(settings, budget=2.0).collect(replace(FC, epochs=2)).runs) == 1
@@ -386,9 +386,31 @@ def test_a_run_of_another_budget_is_left_out(tmp_path):
     write_record(record_path(records, "fc-seed0"),
                  make_record({**payload, "train_config": {**payload["train_config"], "epochs": 8}},
                              {"test-v1": np.ones(3, bool)}, keep_weights=False))
-    kept = collect(FC, (0,), runs, "bundled", records, epochs=8).runs
+    kept = collect(FC, (0,), runs, "bundled", records, epochs=8, max_steps=2).runs
     assert len(kept) == 1 and kept[0]["train_config"]["epochs"] == 8 and "right" in kept[0]
-    assert len(collect(FC, (0,), runs, "bundled", records, epochs=4).runs) == 1  # the directory, at its own budget
+    assert len(collect(FC, (0,), runs, "bundled", records, epochs=4, max_steps=2).runs) == 1  # the directory
+
+
+def test_a_smoke_test_s_capped_run_is_no_report_run_and_the_report_trains_it_on(tmp_path):
+    """A run capped by --max-steps (report.py --train --max-steps N, a smoke test) is finished for a
+    report with the same cap only; a report without it does not read it, trains it on to the end of its
+    epochs (train.py resumes it), and refuses to adopt a capped checkpoint."""
+    from glimpse.commands import train
+    from glimpse.report.document import ReportSettings, adopt_checkpoint
+    from glimpse.report.measurements import collect
+    from glimpse.report.runs import RunRequest, finished_run, train_command
+
+    runs = tmp_path / "runs"
+    assert train.main(["--preset", "cluttered60", "--mode", "full", "--full-arch", "fc", "--max-steps", "2",
+                       "--epochs", "4", "--data-dir", "bundled", "--run-dir", str(runs), "--run-name", "fc-seed0"]) == 0
+    assert finished_run(runs / "fc-seed0", max_steps=2) is not None and finished_run(runs / "fc-seed0") is None
+    assert collect(FC, (0,), runs, "bundled", epochs=4).runs == []
+    command = train_command(RunRequest(FC, 0, 4), runs, threads=1)
+    assert command[command.index("--resume") + 1] == str(runs / "fc-seed0")
+    assert command[command.index("--max-steps") + 1] == "0"  # the cap lifted: it trains to the end
+    settings = ReportSettings(runs, tmp_path / "out", (0,), "bundled")
+    with pytest.raises(ValueError, match="--max-steps 2 \\(a capped smoke test\\)"):
+        adopt_checkpoint(settings, runs / "fc-seed0" / "best.pt", [RunRequest(FC, 0, 4)])
 
 
 def test_every_run_the_report_asks_for_is_a_command_train_accepts(tmp_path):
@@ -489,3 +511,11 @@ def test_the_headline_interval_counts_canvases_not_canvases_times_seeds():
     assert cell == f"2.05 ± 0.07 ({format_interval(205, 10_000)})"
     assert format_interval(205, 10_000) != format_interval(410, 20_000)  # the old, too narrow pooling
     assert _error_cell(np.array([0.02]), 10_000) == f"2.00 ({format_interval(200, 10_000)}; 1 seed)"
+
+
+def test_a_model_or_count_named_twice_is_taken_once():
+    """--models fc,fc would train fc-seed0 twice at once (one failing on the other's lock) and pair it with
+    itself; --glimpses 2,2 and --estimators 2,2 likewise."""
+    args = report.build_parser().parse_args(["--models", "ram,fc,ram", "--glimpses", "2,2", "--estimators", "2,4,2"])
+    report.check(args)
+    assert [e.name for e in args.models] == ["ram", "fc"] and args.glimpses == (2,) and args.estimators == (2, 4)

@@ -73,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"(default {','.join(map(str, ESTIMATOR_SAMPLES))})")
     parser.add_argument("--jobs", type=int, default=2, help="training runs at once (each with --threads threads)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per training run and for the report")
-    parser.add_argument("--max-steps", type=int, default=0, help="cap every run at this many steps (smoke tests)")
+    parser.add_argument("--max-steps", type=int, default=0,
+                        help="cap every run at this many steps (smoke tests: a capped run counts only for a report "
+                             "with the same cap; a report without it trains the run on to the end of its epochs)")
     parser.add_argument("--data-dir", default=None, help="MNIST root, or 'bundled' (default: as train.py)")
     parser.add_argument("--grad-batches", type=int, default=200, help="minibatches for the gradient spread")
     parser.add_argument("--speed-steps", type=int, default=20, help="training steps timed per model")
@@ -97,7 +99,7 @@ def requests(args) -> list[RunRequest]:
 def _counts(flag: str, text: str, minimum: int, why: str) -> tuple[int, ...]:
     """A comma-separated list of counts ('' for none), each at least ``minimum``."""
     try:
-        counts = tuple(int(n) for n in text.split(",") if n.strip())
+        counts = tuple(dict.fromkeys(int(n) for n in text.split(",") if n.strip()))  # each once
     except ValueError:
         raise ValueError(f"{flag} must be comma-separated integers, got {text!r}") from None
     if any(n < minimum for n in counts):
@@ -108,7 +110,7 @@ def _counts(flag: str, text: str, minimum: int, why: str) -> tuple[int, ...]:
 def check(args) -> None:
     """Validate the options; turn --models and --glimpses into experiments and counts."""
     by_name = {e.name: e for e in MODELS}
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    names = list(dict.fromkeys(n.strip() for n in args.models.split(",") if n.strip()))  # each once
     unknown = [n for n in names if n not in by_name]
     if unknown or not names:
         raise ValueError(f"--models: unknown {unknown or 'empty list'}; choose from {', '.join(by_name)}")
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
                                   speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
                                   estimator_samples=args.estimators, converged=args.converged, records_dir=args.records,
-                                  budget=args.budget,
+                                  budget=args.budget, max_steps=args.max_steps,
                                   command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
         for checkpoint in args.adopt:
             print(f"[report] {adopt_checkpoint(settings, checkpoint, requests(args))}: adopted {checkpoint}",

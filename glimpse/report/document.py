@@ -35,7 +35,7 @@ from glimpse.report.measurements import (
 )
 from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, file_sha256, make_record, record_path,
                                     write_record)
-from glimpse.report.runs import RunRequest, budget_epochs, finished_run
+from glimpse.report.runs import RunRequest, budget_epochs, finished_run, step_cap
 from glimpse.training.config import recipe_command, resolve_config
 from glimpse.viz import where_it_looks
 
@@ -61,6 +61,7 @@ class ReportSettings:
     converged: bool = False  # the attention models are their --converged experiments
     records_dir: Path | None = None  # where each finished run's record is kept (default <out_dir>/records)
     budget: float = 1.0  # every experiment's epochs times this (report.py --budget)
+    max_steps: int = 0  # the cap its runs train under (report.py --max-steps, smoke tests); 0: none
 
     @property
     def records(self) -> Path:
@@ -70,7 +71,7 @@ class ReportSettings:
         """The finished runs of ``experiment`` (all the report's seeds unless told), from their
         directories or else their records."""
         return collect(experiment, self.seeds if seeds is None else seeds, self.runs_dir, self.data_dir, self.records,
-                       budget_epochs(experiment, self.budget))
+                       budget_epochs(experiment, self.budget), self.max_steps)
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -239,6 +240,11 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
     if "test_accuracy" not in payload or "train_config" not in payload:
         raise ValueError(f"--adopt {checkpoint}: not a finished run of train.py (it holds no "
                          f"{'test accuracy' if 'test_accuracy' not in payload else 'train_config'})")
+    if step_cap(payload) != settings.max_steps:
+        raise ValueError(f"--adopt {checkpoint}: trained with --max-steps {step_cap(payload)} (a capped smoke test), "
+                         f"not to the end of its epochs" if step_cap(payload) else
+                         f"--adopt {checkpoint}: a full run, and this report caps its runs at --max-steps "
+                         f"{settings.max_steps}")
     if len(training_stages(payload)) > 1:
         raise ValueError(f"--adopt {checkpoint}: trained in {len(training_stages(payload))} stages; the report's runs "
                          f"are one run each")
@@ -249,9 +255,11 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
     request = next((r for r in wanted if recipes[r.name] == recipe), None)
     if request is None:
         same_model = [f"{r.name}: {recipes[r.name]}" for r in wanted if r.experiment.arch == payload["kind"]]
+        hint = "" if settings.converged else " (a converged recipe's checkpoint needs --converged)"
         raise ValueError(f"--adopt {checkpoint}: no run of this report is its recipe ({recipe}; seed {seed}, "
-                         f"{epochs} epochs). The report's runs of {payload['kind']}: {'; '.join(same_model) or 'none'}")
-    kept = finished_run(settings.runs_dir / request.name, settings.records)
+                         f"{epochs} epochs){hint}. The report's runs of {payload['kind']}: "
+                         f"{'; '.join(same_model) or 'none'}")
+    kept = finished_run(settings.runs_dir / request.name, settings.records, settings.max_steps)
     if kept is not None and kept.get("adopted_from") == _portable(checkpoint):
         return request.name  # adopted before
     if kept is not None:

@@ -113,17 +113,18 @@ class SeedRuns:
 
 
 def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None = None,
-            records_dir: Path | None = None, epochs: int | None = None) -> SeedRuns:
+            records_dir: Path | None = None, epochs: int | None = None, max_steps: int = 0) -> SeedRuns:
     """The finished runs of ``experiment`` among ``seeds`` (missing ones are left out), each from its
     directory in ``runs_dir`` or else from its record in ``records_dir``. A run tested on another
     benchmark version's canvases than today's is scored again on today's; a record of one, which
     cannot be, is left out with a warning. So is a run of other than ``epochs`` epochs (when given):
     a family whose budget was raised keeps its run names, and its old runs are not the new budget's
-    (a directory of the old budget gives way to a record of the new one)."""
+    (a directory of the old budget gives way to a record of the new one). Runs capped at another
+    --max-steps than ``max_steps`` are not this report's (:func:`finished_run`)."""
     runs, dirs = [], []
     for seed in seeds:
         run_dir = runs_dir / experiment.run_name(seed)
-        payload = finished_run(run_dir, records_dir)
+        payload = finished_run(run_dir, records_dir, max_steps)
         if payload is not None and epochs is not None and payload["train_config"]["epochs"] != epochs:
             record = read_record(record_path(records_dir, run_dir.name)) if records_dir is not None else None
             if record is None or record["train_config"]["epochs"] != epochs:

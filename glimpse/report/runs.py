@@ -44,14 +44,22 @@ def budget_epochs(experiment: Experiment, budget: float) -> int:
     return max(1, round(experiment.epochs * budget))
 
 
-def finished_run(run_dir: Path, records_dir: Path | None = None) -> dict | None:
+def finished_run(run_dir: Path, records_dir: Path | None = None, max_steps: int = 0) -> dict | None:
     """The finished run's best checkpoint, else its record in ``records_dir``, or None. Its
     ``history`` is the whole learning curve (older runs kept it only up to the best step in best.pt:
-    then it is taken from last.pt)."""
-    payload = _finished_checkpoint(run_dir)
-    if payload is None and records_dir is not None:
-        return read_record(record_path(records_dir, run_dir.name))
-    return payload
+    then it is taken from last.pt). Only a run trained under the report's own ``--max-steps`` cap
+    (``max_steps``; 0: none) counts: a smoke test's capped run is no full-budget run, and a report
+    without the cap goes on training it."""
+    for payload in (_finished_checkpoint(run_dir),
+                    read_record(record_path(records_dir, run_dir.name)) if records_dir is not None else None):
+        if payload is not None and step_cap(payload) == max_steps:
+            return payload
+    return None
+
+
+def step_cap(payload: dict) -> int:
+    """The --max-steps a run (checkpoint or record) was capped at; 0: none."""
+    return int(payload["train_config"].get("max_steps") or 0)
 
 
 def _finished_checkpoint(run_dir: Path) -> dict | None:
@@ -73,9 +81,9 @@ def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_step
                   data_dir: str | None = None) -> list[str]:
     run_dir = runs_dir / request.name
     common = {"threads": threads, "max_steps": max_steps or None}
-    if (run_dir / "last.pt").exists():  # interrupted: continue it exactly
+    if (run_dir / "last.pt").exists():  # interrupted (or capped by a smoke test): continue it exactly
         return [sys.executable, *TRAIN, "--resume", str(run_dir),
-                *option_flags({"epochs": request.epochs, **common})]
+                *option_flags({"epochs": request.epochs, **common, "max_steps": max_steps})]
     options = {**request.experiment.train_options(request.seed, request.epochs), **common,
                "data_dir": data_dir, "run_dir": str(runs_dir), "run_name": request.name}
     return [sys.executable, *TRAIN, *option_flags(options)]
@@ -89,7 +97,7 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
     ``<runs>/<name>.log``, and ``on_finished(request)`` is called as each run ends well. Returns
     the names of runs that failed (their logs say why)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
-    finished = {r.name: finished_run(runs_dir / r.name, records_dir) for r in requests}
+    finished = {r.name: finished_run(runs_dir / r.name, records_dir, max_steps) for r in requests}
     conflicts = [f"{r.name} ({run['train_config']['epochs']} epochs, the budget asks {r.epochs})" for r in requests
                  if (run := finished[r.name]) is not None and run["train_config"]["epochs"] != r.epochs]
     if conflicts:
