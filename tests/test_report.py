@@ -519,3 +519,29 @@ def test_a_model_or_count_named_twice_is_taken_once():
     args = report.build_parser().parse_args(["--models", "ram,fc,ram", "--glimpses", "2,2", "--estimators", "2,4,2"])
     report.check(args)
     assert [e.name for e in args.models] == ["ram", "fc"] and args.glimpses == (2,) and args.estimators == (2, 4)
+
+
+def test_runs_trained_on_other_digits_are_refused_not_mixed(tmp_path):
+    """A report (or --adopt) on the bundled subset must not score or read runs trained on full MNIST beside
+    its own: the test sets differ. The digits' hash in each run's provenance says which it was trained on."""
+    from envs.data import load_mnist
+    from glimpse.checkpoint import save_checkpoint
+    from glimpse.commands import train
+    from glimpse.report.document import ReportSettings, adopt_checkpoint, check_same_digits
+    from glimpse.report.runs import RunRequest
+
+    runs = tmp_path / "runs"
+    assert train.main(["--preset", "cluttered60", "--mode", "full", "--full-arch", "fc", "--max-steps", "2",
+                       "--epochs", "4", "--data-dir", "bundled", "--run-dir", str(runs), "--run-name", "fc-seed0"]) == 0
+    best = runs / "fc-seed0" / "best.pt"
+    payload = load_checkpoint(best)
+    bundled = load_mnist("bundled")
+    check_same_digits(bundled, [payload], "it")  # its own digits: fine
+    elsewhere = {**payload, "provenance": {**payload["provenance"], "data_sha256": "f" * 64}}
+    with pytest.raises(ValueError, match="trained on other digits \\(sha256 ffffffffffff\\)"):
+        check_same_digits(bundled, [elsewhere], "it")
+    save_checkpoint(best, {k: v for k, v in elsewhere.items() if k != "format"})
+    settings = ReportSettings(tmp_path / "other-runs", tmp_path / "out", (0,), "bundled", max_steps=2)
+    with pytest.raises(ValueError, match="give the --data-dir they were trained on"):
+        adopt_checkpoint(settings, best, [RunRequest(FC, 0, 4)])
+    assert not (tmp_path / "out").exists()

@@ -166,9 +166,10 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     if not present:  # refused before any data is looked for or any folder is made
         raise ValueError(f"no finished runs in {settings.runs_dir} nor records in {settings.records}: "
                          f"train them with --train")
+    data = load_mnist(settings.data_dir)
+    check_same_digits(data, [run for g in present for run in g.runs], "its runs and records")
     out = settings.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    data = load_mnist(settings.data_dir)
     task = present[0].runs[0]["task"]
     test_canvases, _ = fixed_set(task, data.test, "test")
     speed_canvases = test_canvases.images[:settings.speed_images]
@@ -231,6 +232,17 @@ def keep_record(settings: ReportSettings, experiment: Experiment, seed: int) -> 
         keep_records(group, settings.records, canvas_seeds=())
 
 
+def check_same_digits(data, runs: list[dict], what: str) -> None:
+    """ValueError when ``runs`` (checkpoints or records) were trained on other digits than ``data`` (the
+    bundled subset in place of full MNIST, say): their results would be read or scored beside others
+    on another test set. Runs from before checkpoints recorded their digits' hash pass."""
+    others = sorted({digest for run in runs if (digest := (run.get("provenance") or {}).get("data_sha256"))}
+                    - {data.digest})
+    if others:
+        raise ValueError(f"{what} were trained on other digits (sha256 {', '.join(d[:12] for d in others)}) than "
+                         f"{data.source} (sha256 {data.digest[:12]}): give the --data-dir they were trained on")
+
+
 def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[RunRequest]) -> str:
     """Count a finished single-stage run's checkpoint (a shipped one, say) as the report's run of the
     same recipe, seed and epochs among ``wanted``: write its record, naming the file it came from, so
@@ -240,6 +252,7 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
     if "test_accuracy" not in payload or "train_config" not in payload:
         raise ValueError(f"--adopt {checkpoint}: not a finished run of train.py (it holds no "
                          f"{'test accuracy' if 'test_accuracy' not in payload else 'train_config'})")
+    check_same_digits(load_mnist(settings.data_dir), [payload], f"--adopt {checkpoint}")
     if step_cap(payload) != settings.max_steps:
         raise ValueError(f"--adopt {checkpoint}: trained with --max-steps {step_cap(payload)} (a capped smoke test), "
                          f"not to the end of its epochs" if step_cap(payload) else
