@@ -545,3 +545,18 @@ def test_runs_trained_on_other_digits_are_refused_not_mixed(tmp_path):
     with pytest.raises(ValueError, match="give the --data-dir they were trained on"):
         adopt_checkpoint(settings, best, [RunRequest(FC, 0, 4)])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_half_trained_run_of_another_budget_is_not_resumed_at_this_one(tmp_path, interrupt_at_step):
+    """An interrupted run keeps the cosine schedule of the epochs it started with; resumed under another
+    --budget it would switch schedules midway and pass for a clean run of the new budget."""
+    from glimpse.commands import train
+    from glimpse.report.runs import RunRequest, train_missing
+
+    interrupt_at_step(3)
+    assert train.main(["--preset", "cluttered60", "--mode", "full", "--full-arch", "fc", "--epochs", "4",
+                       "--checkpoint-every", "2", "--data-dir", "bundled", "--run-dir", str(tmp_path),
+                       "--run-name", "fc-seed0"]) == 130
+    interrupt_at_step(None)
+    with pytest.raises(ValueError, match="started for another budget: fc-seed0 \\(4 epochs, the budget asks 8\\)"):
+        train_missing([RunRequest(FC, 0, 8)], tmp_path)

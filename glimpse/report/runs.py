@@ -77,6 +77,14 @@ def _finished_checkpoint(run_dir: Path) -> dict | None:
         return None
 
 
+def _started_epochs(run_dir: Path) -> int | None:
+    """The epochs an interrupted run in ``run_dir`` was started for (its last.pt), or None."""
+    try:
+        return load_checkpoint(run_dir / "last.pt")["train_config"]["epochs"] if (run_dir / "last.pt").exists() else None
+    except CheckpointError:
+        return None  # train.py --resume names what is wrong with it
+
+
 def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_steps: int = 0,
                   data_dir: str | None = None) -> list[str]:
     run_dir = runs_dir / request.name
@@ -104,6 +112,12 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
         raise ValueError(f"finished runs in {runs_dir}{f' or {records_dir}' if records_dir else ''} have another "
                          f"budget: {'; '.join(conflicts)}. Delete them or choose another --runs folder")
     todo = [r for r in requests if finished[r.name] is None]
+    # a half-trained run of another budget: resumed at this one, its cosine schedule would change midway
+    started = [f"{r.name} ({epochs} epochs, the budget asks {r.epochs})" for r in todo
+               if (epochs := _started_epochs(runs_dir / r.name)) not in (None, r.epochs)]
+    if started:
+        raise ValueError(f"runs in {runs_dir} were started for another budget: {'; '.join(started)}. Finish them at "
+                         f"their own (train.py --resume), delete them, or choose another --runs folder")
     failed = []
     tell = (lambda message: None) if quiet else say
     if todo:
