@@ -147,6 +147,9 @@ class Family:
     report_epochs: ClassVar[int] = 10
     # the report trains it with 1 to 8 glimpses too (accuracy against the number of glimpses)
     report_sweep: ClassVar[bool] = False
+    # whether the report trains its REINFORCE baselines side by side (--reinforce-samples K against the
+    # learned baseline): a hard family's to say
+    report_estimators: ClassVar[bool] = False
     # the paper's test error % at each number of glimpses on the report's task, ((glimpses, error), ...),
     # drawn beside the report's glimpse sweep
     paper_sweep: ClassVar[tuple[tuple[int, float], ...]] = ()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from glimpse.models import Family, default_family, find_family, list_families
+from glimpse.models import Family, find_family, list_families
 from glimpse.training.config import family_options, resolve_config
 
 TASK_PRESET = "cluttered60"  # the task every model of the report is trained and tested on
@@ -61,8 +61,8 @@ def baseline_experiments(family: Family) -> list[Experiment]:
 FAMILIES = tuple(e for f in list_families() for e in family_experiments(f))
 MODELS = (*FAMILIES, *(e for f in list_families() for e in baseline_experiments(f)))
 SWEPT = tuple(e for e in FAMILIES if e.name in {f.name for f in list_families() if f.report_sweep})
-# REINFORCE's baselines compared (the learned one against leave-one-out), on the default hard family
-ESTIMATED = tuple(e for e in FAMILIES if e.name == default_family("hard").name)
+# REINFORCE's baselines compared (the learned one against leave-one-out), on the families that ask for it
+ESTIMATED = tuple(e for e in FAMILIES if e.name in {f.name for f in list_families() if f.report_estimators})
 ESTIMATOR_SAMPLES = (2, 4, 8)  # --reinforce-samples K trained beside the learned baseline (K = 1)
 
 

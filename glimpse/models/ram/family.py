@@ -25,6 +25,7 @@ class RAMFamily(HardFamily):
     report_epochs = 20
     # its short run that learns is tests/test_training.py's, which also reads its TensorBoard logs
     report_sweep = True
+    report_estimators = True
     paper_sweep = ((4, 4.96), (6, 4.08), (8, 4.04))  # Mnih et al. 2014, 60x60 cluttered
     converged_recipe = {"core": "lstm", "glimpse_net": "conv", "location_std": 0.25, "location_std_final": 0.1,
                         "reinforce_into_core": 0.1, "reinforce_samples": 4}
