@@ -33,6 +33,7 @@ from envs.data import load_mnist
 from envs.engine import canvas_digest, first_locations, fixed_canvas_set, indexed_device
 from envs.retina import retina_pixels_read
 from envs.task import BENCHMARK_VERSION, TASKS, TASKS_AS_SHIPPED, GlimpseTask
+from glimpse.cli import write_text
 from glimpse.inference import read_right
 from glimpse.models.registry import canvases_to_tensor
 from glimpse.stats import mcnemar, wilson_interval
@@ -100,7 +101,7 @@ class BenchmarkResult:
         return saved
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.saved(), indent=1) + "\n")
+        write_text(Path(path), json.dumps(self.saved(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "BenchmarkResult":

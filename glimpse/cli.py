@@ -51,20 +51,33 @@ def npz_path(path: Path) -> Path:
     return path
 
 
-def write_npz(path: Path, **arrays) -> None:
-    """The arrays, compressed, to ``path`` in one step: written beside it and renamed over it, so
-    an interrupted write leaves no torn file and an existing one as it was."""
-    import numpy as np
-
+def write_atomically(path: Path, write) -> None:
+    """Write ``path`` in one step: ``write(file)`` fills a binary file beside it, which is then
+    renamed over it, so an interrupted or failed write leaves no torn file and an existing one as
+    it was."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as file:
-            np.savez_compressed(file, **arrays)
+            write(file)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def write_text(path: Path, text: str) -> None:
+    """``text`` to ``path`` as UTF-8, atomically (:func:`write_atomically`): a report or README
+    being rewritten is never left half written."""
+    write_atomically(path, lambda file: file.write(text.encode()))
+
+
+def write_npz(path: Path, **arrays) -> None:
+    """The arrays, compressed, to ``path``, atomically (:func:`write_atomically`)."""
+    import numpy as np
+
+    write_atomically(path, lambda file: np.savez_compressed(file, **arrays))
 
 
 def markdown_table(header, rows, pad: bool = False) -> str:
@@ -106,5 +119,5 @@ def replace_block(path, start: str, end: str, body: str, text: str | None = None
     head, rest = content.split(start, 1)
     new = f"{head}{start}\n{body}\n{end}{rest.split(end, 1)[1]}"
     if text is None:
-        path.write_text(new)
+        write_text(path, new)
     return new

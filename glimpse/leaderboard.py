@@ -19,7 +19,7 @@ from pathlib import Path
 
 from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import TEST_SEED, benchmark_task
-from glimpse.cli import markdown_table
+from glimpse.cli import markdown_table, write_text
 from glimpse.stats import format_interval
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,5 +163,5 @@ def write(check_only: bool = False) -> bool:
     text = page(json.loads(SCORES.read_text()))
     current = PAGE.read_text() if PAGE.exists() else ""
     if not check_only and current != text:
-        PAGE.write_text(text)
+        write_text(PAGE, text)
     return current == text

@@ -51,6 +51,7 @@ EVAL_SEEDS = 5  # a random first glimpse: the mean over evaluation seeds 0-4
 FIRST = 1000  # tests/test_shipped_checkpoints.py re-scores the first 1,000 test canvases against this file
 README_START, README_END = "<!-- checkpoint-table:start -->", "<!-- checkpoint-table:end -->"
 PAIRED_START, PAIRED_END = "<!-- paired-tests:start -->", "<!-- paired-tests:end -->"
+COMMANDS_START, COMMANDS_END = "<!-- checkpoint-commands:start -->", "<!-- checkpoint-commands:end -->"
 RESULTS = ROOT / "docs" / "results.md"
 
 
@@ -92,16 +93,24 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
 
 
 def table(rows: list[dict], samples: int) -> str:
+    """The README's table: each checkpoint's errors, its target and the published number."""
     lines = [f"| checkpoint | test error % (95 % interval) | fresh canvases, seed {FRESH_SEED} % | hard, {samples} "
-             "trajectories averaged % | target % | published % | training time | command |",
-             "|---|---|---|---|---|---|---|---|"]
+             "trajectories averaged % | target % | published % | training time |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         published, target = REFERENCE.get(Path(row["checkpoint"]).stem, ("-", "-"))
         sampled = error_cell(row["sampled_error"], row["n"]) if "sampled_error" in row else "-"
         seeds = f", mean of seeds 0-{row['eval_seeds'] - 1}" if "eval_seeds" in row else ""
         lines.append(f"| `{row['checkpoint']}` | {error_cell(row['test_error'], row['n'], seeds)} "
                      f"| {error_cell(row['fresh_error'], row['n'], fresh_seeds_note(row))} | {sampled} | {target} | "
-                     f"{published} | {row['train_minutes']:.0f} min | `{row['command']}` |")
+                     f"{published} | {row['train_minutes']:.0f} min |")
+    return "\n".join(lines)
+
+
+def commands_table(rows: list[dict]) -> str:
+    """docs/results.md's table: the commands that rebuild each checkpoint, stage by stage."""
+    lines = ["| checkpoint | training time | command |", "|---|---|---|"]
+    lines += [f"| `{row['checkpoint']}` | {row['train_minutes']:.0f} min | `{row['command']}` |" for row in rows]
     return "\n".join(lines)
 
 
@@ -148,5 +157,9 @@ def paired_table(tests: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, text: str) -> None:
-    replace_block(readme, README_START, README_END, text)
+def write_tables(rows: list[dict], samples: int, tests: list[dict] | None = None) -> None:
+    """The README's table and docs/results.md's commands (and paired tests, when given) from ``rows``."""
+    replace_block(ROOT / "README.md", README_START, README_END, table(rows, samples))
+    replace_block(RESULTS, COMMANDS_START, COMMANDS_END, commands_table(rows))
+    if tests is not None:
+        replace_block(RESULTS, PAIRED_START, PAIRED_END, paired_table(tests))

@@ -32,6 +32,12 @@ def format_p(p: float) -> str:
     return "< 1e-6" if p < 1e-6 else f"{p:.2g}"
 
 
+def p_phrase(p: float) -> str:
+    """``p`` as it reads in a sentence: "p = 0.03", "p < 1e-6"."""
+    text = format_p(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
 def mcnemar(right_a: np.ndarray, right_b: np.ndarray) -> dict:
     """Exact McNemar test of two models scored on the same canvases (boolean arrays, one entry per
     canvas, True where the model was right).

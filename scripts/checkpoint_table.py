@@ -1,13 +1,13 @@
 """Score every checkpoint in checkpoints/ and print the README's results table (markdown).
 
     python scripts/checkpoint_table.py --data-dir DIR           # print the table
-    python scripts/checkpoint_table.py --data-dir DIR --write   # checkpoints/scores.json + README
-    python scripts/checkpoint_table.py --commands-only --write                 # rebuild the commands only
+    python scripts/checkpoint_table.py --data-dir DIR --write   # checkpoints/scores.json, README, docs/results.md
+    python scripts/checkpoint_table.py --commands-only --write  # rebuild the commands only
 
 Test error by the same code as evaluate.py (deterministic; for RAM also averaged over --samples
 sampled trajectories, as `evaluate.py --samples`), training time as recorded in the checkpoint,
-and the command that trained it; with --write also the paired tests of docs/results.md and the
-leaderboard's lab rows. The scoring is glimpse/scores.py's; this is its command line.
+and the command that trained it (in docs/results.md); with --write also the paired tests of
+docs/results.md and the leaderboard's lab rows. The scoring is glimpse/scores.py's; this is its command line.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from envs.data import DataError
 from envs.task import BENCHMARK_VERSION
 from glimpse import leaderboard, scores
 from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
-from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, replace_block
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, write_text
 from glimpse.progress import progress
 from glimpse.training.config import staged_recipe_command
 
@@ -66,11 +66,10 @@ def _score_and_write(args) -> int:
         for row in kept_scores["rows"]:
             stages = training_stages(load_checkpoint(args.checkpoints / row["checkpoint"]))
             row["command"] = staged_recipe_command([stage["train_config"] for stage in stages])
-        text = scores.table(kept_scores["rows"], kept_scores["samples"])
-        print(text)
+        print(scores.commands_table(kept_scores["rows"]))
         if args.write:
-            scores.SCORES.write_text(json.dumps(kept_scores, indent=1) + "\n")
-            scores.update_readme(scores.ROOT / "README.md", text)
+            write_text(scores.SCORES, json.dumps(kept_scores, indent=1) + "\n")
+            scores.write_tables(kept_scores["rows"], kept_scores["samples"])
             leaderboard.write()
         return 0
     if args.paired_only:
@@ -88,12 +87,11 @@ def _score_and_write(args) -> int:
                 for path in progress(paths, desc="score", unit="checkpoints", timed=False)]
     text = scores.table(rows, args.samples)
     tests = scores.paired(paths, args.data_dir)
-    print(text, scores.paired_table(tests), sep="\n\n")
+    print(text, scores.commands_table(rows), scores.paired_table(tests), sep="\n\n")
     if args.write:
-        scores.SCORES.write_text(json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows,
+        write_text(scores.SCORES, json.dumps({"benchmark": BENCHMARK_VERSION, "samples": args.samples, "rows": rows,
                                              "paired": tests}, indent=1) + "\n")
-        scores.update_readme(scores.ROOT / "README.md", text)
-        replace_block(scores.RESULTS, scores.PAIRED_START, scores.PAIRED_END, scores.paired_table(tests))
+        scores.write_tables(rows, args.samples, tests)
         leaderboard.write()  # the page's lab rows are these scores
     return 0
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from glimpse.cli import ArgumentParser, replace_block
+from glimpse.cli import ArgumentParser, replace_block, write_text
 from glimpse.models.registry import families_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         if new != text:
             stale.append(path.relative_to(ROOT))
             if args.write:
-                path.write_text(new)
+                write_text(path, new)
     if stale and not args.write:
         print(f"out of date: {', '.join(map(str, stale))} (python scripts/docs_tables.py --write)")
         return 1

@@ -64,3 +64,22 @@ def test_an_outside_model_is_named_and_warned_about_the_bundled_digits(tmp_path,
     assert out.startswith("all zeros on test canvases") and json.loads(out.splitlines()[-1])["model"] == "all zeros"
     assert "bundled subset's digits" in err
     assert evaluate.main(["--checkpoint", str(ROOT / "checkpoints" / "ram-cluttered60.pt"), "--name", "x"]) == 2
+
+
+def test_a_written_file_is_whole_or_as_it_was(tmp_path):
+    """Reports, README blocks and saved results are written beside their file and renamed over it:
+    a write that fails midway (a full disk, Ctrl-C) leaves the old file and no debris."""
+    from glimpse.cli import replace_block, write_atomically, write_text
+
+    path = tmp_path / "README.md"
+    write_text(path, "intro\n<!-- a -->\nold\n<!-- b -->\nend\n")
+
+    def torn(file):
+        file.write(b"half a rep")
+        raise OSError("No space left on device")
+    with pytest.raises(OSError, match="No space"):
+        write_atomically(path, torn)
+    assert path.read_text() == "intro\n<!-- a -->\nold\n<!-- b -->\nend\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
+    replace_block(path, "<!-- a -->", "<!-- b -->", "new")
+    assert path.read_text() == "intro\n<!-- a -->\nnew\n<!-- b -->\nend\n"

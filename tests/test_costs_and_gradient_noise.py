@@ -41,6 +41,11 @@ def test_pixels_read_by_hand():
         pixels_read("ram", CLUTTERED60, dict(glimpse_size=8))
     with pytest.raises(ValueError, match="canvas_size"):
         pixels_read("draw", MNIST28, {})
+    # every family that counts from the task first checks that its model has the task's sensor
+    for kind, config in (("ram-diff", dict(n_glimpses=4)), ("stn", {}), ("ram-diff", {})):
+        task = CLUTTERED60 if config else MNIST28
+        with pytest.raises(ValueError, match="n_glimpses|canvas_size"):
+            pixels_read(kind, task, config)
 
 
 # ------------------------------------------------------------------ FLOPs

@@ -161,6 +161,10 @@ def test_state_gradient_norms_measure_the_loop_without_touching_the_model():
     assert not torch.allclose(full["state"][:-1], none["state"][:-1])
     for name, p in model.named_parameters():
         assert p.grad is None and torch.equal(p, before[name])
+    # the probe takes the model's dtype (and device): a float64 model is measured in float64
+    double = state_gradient_norms(model.double(), images.double(), labels, 1.0)
+    assert double["state"].dtype == torch.float64
+    torch.testing.assert_close(double["state"], full["state"].double(), rtol=1e-3, atol=1e-6)
 
 
 def test_gradient_loop_script_on_the_shipped_checkpoint(capsys):

@@ -102,3 +102,92 @@ def test_the_deterministic_variant_has_no_std_to_state():
     assert (recipe["location_std"], recipe["location_std_final"]) == (preset.location_std, preset.location_std_final)
     reparameterised = converged(by_name("ram-diff")).train_options(seed=0, epochs=80)
     assert reparameterised["location_std_final"] == 0.1  # the sampled policy still anneals its std
+
+
+def _head_gradient_and_finite_difference(config, images, labels, noise):
+    """The location head's bias: its gradient by backpropagation, and by central differences of the
+    model's loss (float64, a step far under a pixel's worth of location)."""
+    torch.manual_seed(0)
+    model = DifferentiableRetinaRAM(config).double()
+
+    def loss():
+        return torch.nn.functional.cross_entropy(model(images, noise)["logits"], labels, reduction="sum")
+    loss().backward()
+    bias, step, numeric = model.location_policy.mean.bias, 1e-6, torch.zeros(2, dtype=torch.float64)
+    with torch.no_grad():
+        for i in range(2):
+            bias[i] += step
+            up = loss()
+            bias[i] -= 2 * step
+            numeric[i] = (up - loss()) / (2 * step)
+            bias[i] += step
+    return bias.grad.clone(), numeric
+
+
+@pytest.mark.parametrize("how", ["reparameterised", "deterministic"])
+def test_backpropagation_gives_the_gradient_of_the_model_s_own_loss(how):
+    """Undamped, the location head's gradient is the finite difference of the whole model's loss: the
+    location is credited with all it changes, the glimpse network's "where" input included, as
+    REINFORCE credits RAM's location through its reward. With the "where" input detached (how runs
+    before ``where_gradient`` trained) it is not: a biased gradient."""
+    images = canvases(6).double()[:, None] / 255
+    labels = torch.arange(6) % 10
+    noise = 0.3 * torch.randn(6, 2, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    config = dict(n_glimpses=3, hidden_size=32, location_gradient=how, attention_into_core=1.0)
+    grad, numeric = _head_gradient_and_finite_difference(RetinaRAMConfig(**config), images, labels, noise)
+    torch.testing.assert_close(grad, numeric, rtol=1e-5, atol=1e-9)
+    detached, numeric = _head_gradient_and_finite_difference(RetinaRAMConfig(**config, where_gradient=False),
+                                                             images, labels, noise)
+    assert not torch.allclose(detached, numeric, rtol=1e-2, atol=0)
+
+
+def test_a_checkpoint_from_before_the_where_gradient_loads_as_it_was_trained(tmp_path, capsys):
+    """A model config without ``where_gradient`` (runs made before it) builds the detached model, the
+    one its weights were trained as; resuming such a run with this version is refused by name, as it
+    would change its gradient midway."""
+    from glimpse.checkpoint import load_checkpoint, save_checkpoint
+    from glimpse.commands import train
+
+    family = get_family("ram-diff")
+    old = {k: v for k, v in RetinaRAMConfig().to_dict().items() if k != "where_gradient"}
+    assert family.config(old).where_gradient is False and RetinaRAMConfig().where_gradient is True
+    argv = ["--mode", "soft", "--arch", "ram-diff", "--preset", "mnist28", "--epochs", "2", "--max-steps", "2",
+            "--batch-size", "16", "--data-dir", "bundled", "--run-dir", str(tmp_path), "--run-name", "old"]
+    assert train.main(argv) == 0
+    last = tmp_path / "old" / "last.pt"
+    payload = load_checkpoint(last)
+    save_checkpoint(last, {**{k: v for k, v in payload.items() if k != "format"},
+                           "model_config": {k: v for k, v in payload["model_config"].items() if k != "where_gradient"}})
+    capsys.readouterr()
+    assert train.main(["--resume", str(tmp_path / "old"), "--max-steps", "4"]) == 2
+    assert "where_gradient=False (now True)" in capsys.readouterr().err
+
+
+def test_the_damping_knob_scales_the_location_path_into_the_core():
+    """``attention_into_core`` S leaves the forward as it is and scales the gradient that reaches
+    the core through the location head; with two glimpses there is one such path, so the core's
+    gradient is affine in S."""
+    images = canvases(4).double()[:, None] / 255
+    labels = torch.arange(4)
+    grads, outputs = {}, {}
+    for share in (0.0, 0.3, 1.0):
+        torch.manual_seed(0)
+        model = DifferentiableRetinaRAM(RetinaRAMConfig(n_glimpses=2, hidden_size=32, location_gradient="deterministic",
+                                                        attention_into_core=share)).double()
+        outputs[share] = model(images)["logits"]
+        torch.nn.functional.cross_entropy(outputs[share], labels).backward()
+        grads[share] = torch.cat([p.grad.flatten() for p in model.glimpse_network.parameters()])
+    assert torch.equal(outputs[0.0], outputs[0.3]) and torch.equal(outputs[0.0], outputs[1.0])
+    torch.testing.assert_close(grads[0.3], 0.7 * grads[0.0] + 0.3 * grads[1.0])
+    assert not torch.allclose(grads[0.0], grads[1.0])
+
+
+def test_a_sample_clipped_to_the_canvas_gives_the_head_no_gradient():
+    """A sampled location outside the canvas is clipped, as RAM's env clips it: the clipped objective's
+    gradient in the head is zero."""
+    torch.manual_seed(0)
+    model = DifferentiableRetinaRAM(RetinaRAMConfig(n_glimpses=2, hidden_size=32))
+    out = model(canvases(3).float()[:, None] / 255, torch.full((3, 1, 2), 50.0))
+    assert torch.equal(out["locations"][:, 1], torch.ones(3, 2))
+    torch.nn.functional.cross_entropy(out["logits"], torch.arange(3)).backward()
+    assert torch.equal(model.location_policy.mean.weight.grad, torch.zeros_like(model.location_policy.mean.weight))

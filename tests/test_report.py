@@ -198,7 +198,10 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
     assert "no run of this report is its recipe" in err and "ram-seed0: python train.py --mode hard --arch ram" in err
     assert not (out / "records").exists()
     adopted = elsewhere / "same" / "best.pt"
-    assert report.main([*argv, "--train", "--adopt", str(adopted)]) == 0
+    # every checkpoint is checked before any is adopted: a refused one leaves no record of the others
+    assert report.main([*argv, "--adopt", str(adopted), str(elsewhere / "other" / "best.pt")]) == 2
+    assert not (out / "records").exists()
+    assert report.main([*argv, "--train", "--adopt", str(adopted), str(adopted)]) == 0  # named twice: taken once
     assert not (runs / "ram-seed0").exists()  # adopted, not trained
     record = read_record(out / "records" / "ram-seed0.pt")
     assert record["adopted_from"] == "best.pt" and "model_state" in record  # not a shipped file: its weights kept
@@ -226,6 +229,28 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
         assert "adopted from an earlier `checkpoints/ram-shipped.pt` (sha256 " in ram_row and "since replaced" in ram_row
 
 
+def test_another_seed_s_run_at_twice_the_budget_settles_the_doubling_check(tmp_path, capsys):
+    """A finished run of the recipe at twice the epochs with seed 1 (a shipped checkpoint, say) is adopted
+    as the doubling check: --train then trains the budget's seeds and not seed 0's doubled run, and the
+    check names the seed it read."""
+    from glimpse.cli import option_flags
+    from glimpse.commands import train
+    from glimpse.report.experiments import converged, doubled
+
+    twice = doubled(converged(RAM))
+    elsewhere, runs, out = tmp_path / "elsewhere", tmp_path / "runs", tmp_path / "out"
+    assert train.main([*option_flags(twice.train_options(1, twice.epochs)), "--max-steps", "2", "--data-dir", "bundled",
+                       "--run-dir", str(elsewhere), "--run-name", "seed1-twice"]) == 0
+    argv = ["--runs", str(runs), "--out", str(out), "--converged", "--seeds", "2", "--models", "ram", *TINY]
+    capsys.readouterr()
+    assert report.main([*argv, "--train", "--adopt", str(elsewhere / "seed1-twice" / "best.pt")]) == 0
+    assert "ram-converged-x2-seed1: adopted" in capsys.readouterr().err
+    assert sorted(p.name for p in runs.iterdir() if p.is_dir()) == ["ram-converged-seed0", "ram-converged-seed1"]
+    runs_table = (out / "compare.md").read_text().split("## Runs and budgets")[1]
+    ram_row = next(line for line in runs_table.splitlines() if line.startswith(f"| {RAM.label} |"))
+    assert "| seed 1: " in ram_row and "against seed 0: " in ram_row and "seeds 1 and 0 of the budget: " in ram_row
+
+
 @pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],
                                  ["--budget", "0"], ["--grad-batches", "1"], ["--estimators", "1"], ["--estimators", "x"],
                                  ["--threads", "100000"], ["--readme", "/nonexistent/README.md"]])
@@ -233,6 +258,12 @@ def test_report_bad_options_exit_2(bad, tmp_path, capsys):
     assert report.main(["--runs", str(tmp_path), "--out", str(tmp_path / "out"), *bad]) == 2
     assert "error" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_report_folder_under_a_file_is_bad_input(tmp_path, capsys):
+    (tmp_path / "notes").write_text("a file")
+    assert report.main(["--runs", str(tmp_path / "notes" / "runs"), "--data-dir", "bundled"]) == 2
+    assert f"{tmp_path / 'notes'} is a file, not a directory" in capsys.readouterr().err
 
 
 def test_report_without_runs_says_how_to_get_them(tmp_path, capsys):
@@ -299,6 +330,23 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     assert "no gain shown: converged" in _doubling_cell(doubling_check(runs(forty, 0.0159), runs(forty, 0.0159)))
     assert doubling_check(runs(forty, 0.0159), SimpleNamespace(runs=[], seeds=[])) is None
     assert doubling_check(runs(forty, 0.0159, seed=1), runs(eighty, 0.0124)) is None  # seed 0's, not another's
+    # with two seeds the doubled run must beat each: seed 1 reads as well as twice the budget (seeds alone
+    # differ that much), so no gain over the budget is shown
+    lucky = right.copy()
+    lucky[200:246] = False
+    two = SimpleNamespace(runs=[{"train_config": {"epochs": 40}}] * 2, seeds=[0, 1], test_errors=np.array([0.0081, 0.0046]),
+                          right=lambda index: (forty, lucky)[index])
+    check = doubling_check(two, runs(eighty, 0.0124, epochs=80))
+    assert check["converged"] and [t["seed"] for t in check["against_seeds"]] == [1]
+    assert check["seeds_apart"]["seeds"] == (0, 1) and check["seeds_apart"]["p"] < 0.01
+    cell = _doubling_cell(check)
+    assert cell.startswith("1.24 %, no gain shown: converged (81 against 46 canvases, p = 0.0024; against seed 1: 46 to 46, p = 1")
+    assert "seeds 0 and 1 of the budget: 46 to 81, p = 0.0024" in cell
+    worse_seed = lucky.copy()
+    worse_seed[:150] = False  # seed 1 misreads more: twice the budget beats both, not converged
+    check = doubling_check(SimpleNamespace(**{**vars(two), "right": lambda index: (forty, worse_seed)[index]}),
+                           runs(eighty, 0.0124, epochs=80))
+    assert not check["converged"] and "reads more right than every seed: not converged" in _doubling_cell(check)
 
 
 def test_time_to_threshold_reads_the_learning_curve():
@@ -396,7 +444,7 @@ def test_a_smoke_test_s_capped_run_is_no_report_run_and_the_report_trains_it_on(
     report with the same cap only; a report without it does not read it, trains it on to the end of its
     epochs (train.py resumes it), and refuses to adopt a capped checkpoint."""
     from glimpse.commands import train
-    from glimpse.report.document import ReportSettings, adopt_checkpoint
+    from glimpse.report.document import ReportSettings, adopt_checkpoints
     from glimpse.report.measurements import collect
     from glimpse.report.runs import RunRequest, finished_run, train_command
 
@@ -410,7 +458,7 @@ def test_a_smoke_test_s_capped_run_is_no_report_run_and_the_report_trains_it_on(
     assert command[command.index("--max-steps") + 1] == "0"  # the cap lifted: it trains to the end
     settings = ReportSettings(runs, tmp_path / "out", (0,), "bundled")
     with pytest.raises(ValueError, match="--max-steps 2 \\(a capped smoke test\\)"):
-        adopt_checkpoint(settings, runs / "fc-seed0" / "best.pt", [RunRequest(FC, 0, 4)])
+        adopt_checkpoints(settings, [runs / "fc-seed0" / "best.pt"], [RunRequest(FC, 0, 4)])
 
 
 def test_every_run_the_report_asks_for_is_a_command_train_accepts(tmp_path):
@@ -527,7 +575,7 @@ def test_runs_trained_on_other_digits_are_refused_not_mixed(tmp_path):
     from envs.data import load_mnist
     from glimpse.checkpoint import save_checkpoint
     from glimpse.commands import train
-    from glimpse.report.document import ReportSettings, adopt_checkpoint, check_same_digits
+    from glimpse.report.document import ReportSettings, adopt_checkpoints, check_same_digits
     from glimpse.report.runs import RunRequest
 
     runs = tmp_path / "runs"
@@ -543,7 +591,7 @@ def test_runs_trained_on_other_digits_are_refused_not_mixed(tmp_path):
     save_checkpoint(best, {k: v for k, v in elsewhere.items() if k != "format"})
     settings = ReportSettings(tmp_path / "other-runs", tmp_path / "out", (0,), "bundled", max_steps=2)
     with pytest.raises(ValueError, match="give the --data-dir they were trained on"):
-        adopt_checkpoint(settings, best, [RunRequest(FC, 0, 4)])
+        adopt_checkpoints(settings, [best], [RunRequest(FC, 0, 4)])
     assert not (tmp_path / "out").exists()
 
 
@@ -560,3 +608,23 @@ def test_a_half_trained_run_of_another_budget_is_not_resumed_at_this_one(tmp_pat
     interrupt_at_step(None)
     with pytest.raises(ValueError, match="started for another budget: fc-seed0 \\(4 epochs, the budget asks 8\\)"):
         train_missing([RunRequest(FC, 0, 8)], tmp_path)
+
+
+def test_a_run_another_process_trains_is_left_to_it_not_failed(tmp_path, capsys):
+    """Two reports on one --runs folder (or a report beside a train.py --resume): a run whose directory
+    another live process holds is left to that process, neither trained twice nor counted as failed."""
+    import os
+    from glimpse.report.runs import RunRequest, train_missing
+    from glimpse.training.rundir import RunDirectory, live_holder
+
+    runs = tmp_path / "runs"
+    assert live_holder(runs / "fc-seed0") is None  # no directory, no lock
+    held = RunDirectory(runs / "fc-seed0").acquire()  # this process stands for the other one
+    try:
+        assert live_holder(runs / "fc-seed0") == str(os.getpid())
+        assert train_missing([RunRequest(FC, 0, 4)], runs, max_steps=2, data_dir="bundled") == []
+        assert "fc-seed0: being trained by another process" in capsys.readouterr().err
+        assert not (runs / "fc-seed0" / "best.pt").exists() and not (runs / "fc-seed0.log").exists()
+    finally:
+        held.release()
+    assert live_holder(runs / "fc-seed0") is None  # released: a later report trains it

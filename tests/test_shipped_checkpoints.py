@@ -43,6 +43,13 @@ def test_the_readme_table_is_the_scores_table():
     assert block == script.table(SCORES["rows"], SCORES["samples"])
 
 
+def test_the_docs_give_each_checkpoint_its_command():
+    script = load_table_script()
+    results = (ROOT / "docs" / "results.md").read_text()
+    block = results.split(script.COMMANDS_START, 1)[1].split(script.COMMANDS_END, 1)[0].strip()
+    assert block == script.commands_table(SCORES["rows"])
+
+
 def test_the_paired_tests_in_the_docs_are_those_of_the_scores_file():
     script = load_table_script()
     results = (ROOT / "docs" / "results.md").read_text()

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from glimpse.stats import format_interval, mcnemar, paired_over_seeds, wilson_interval
+from glimpse.stats import format_interval, holm, mcnemar, p_phrase, paired_over_seeds, wilson_interval
 
 
 def test_wilson_interval_known_values_and_bounds():
@@ -64,3 +64,45 @@ def test_the_sign_flip_test_by_hand():
     b = [np.array([False, False, True]), np.array([False, False, False])]
     assert paired_over_seeds(a, b) == {"only_a": 3, "only_b": 1, "p": pytest.approx(0.75)}
     assert paired_over_seeds([np.ones(4, bool)] * 2, [np.ones(4, bool)] * 2)["p"] == 1.0
+
+
+def test_the_sign_flip_test_is_the_enumeration_of_every_sign_pattern():
+    """Small random cases, two and three seeds: the exact p is the share of the 2^k sign patterns of
+    the k non-zero canvas differences whose total lies at least as far from 0 as the observed one."""
+    import itertools
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        seeds, n = int(rng.integers(2, 4)), int(rng.integers(3, 11))
+        a = [rng.random(n) < 0.6 for _ in range(seeds)]
+        b = [rng.random(n) < 0.5 for _ in range(seeds)]
+        d = np.sum(a, 0).astype(int) - np.sum(b, 0).astype(int)
+        d = d[d != 0]
+        totals = [sum(s * x for s, x in zip(signs, d)) for signs in itertools.product((1, -1), repeat=len(d))]
+        expected = np.mean([abs(t) >= abs(d.sum()) for t in totals]) if d.sum() else 1.0
+        assert paired_over_seeds(a, b)["p"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_holm_is_the_step_down_maximum_and_keeps_the_order():
+    """p_holm of the j-th smallest p is the running maximum of (m - i) p_(i), i <= j, capped at 1."""
+    rng = np.random.default_rng(4)
+    for m in (1, 2, 5, 12):
+        ps = list(rng.random(m) ** 3)
+        ps[0] = ps[-1]  # a tie
+        adjusted = [t["p_holm"] for t in holm([{"p": p} for p in ps])]
+        ranked = sorted(range(m), key=lambda k: ps[k])
+        expected = {}
+        for j, k in enumerate(ranked):
+            expected[k] = min(1.0, max((m - i) * ps[ranked[i]] for i in range(j + 1)))
+        assert adjusted == pytest.approx([expected[k] for k in range(m)])
+        assert all(q >= p for q, p in zip(adjusted, ps))
+    assert holm([]) == []
+
+
+def test_a_mean_error_count_over_seeds_gets_an_interval_between_its_neighbours():
+    lo, hi = wilson_interval(2.5, 100)
+    assert wilson_interval(2, 100)[0] < lo < wilson_interval(3, 100)[0]
+    assert wilson_interval(2, 100)[1] < hi < wilson_interval(3, 100)[1]
+
+
+def test_a_p_value_reads_in_a_sentence():
+    assert p_phrase(0.0324) == "p = 0.032" and p_phrase(1e-9) == "p < 1e-6" and p_phrase(1.0) == "p = 1"

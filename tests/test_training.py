@@ -2,6 +2,8 @@
 import argparse
 import json
 import math
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -117,6 +119,31 @@ def test_a_backprop_family_resumes_exactly_too(tmp_path, interrupt_at_step):
     code, run = run_train(tmp_path, "cut", *args)
     assert code == 130 and load_checkpoint(run / "last.pt")["step"] == 4
     interrupt_at_step(None)
+    assert train.main(["--resume", str(run)]) == 0
+    assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_run_after_its_step_with_that_step_s_checkpoint(tmp_path, monkeypatch, capsys, signum):
+    """kill (SIGTERM, a scheduler's preemption) or Ctrl-C (SIGINT) mid-run: the step under way ends,
+    last.pt is written at it (no step lost, though it is no --checkpoint-every step), the run stops as
+    interrupted, and resumed it ends with the weights of a run never stopped. The handlers are put back."""
+    args = ["--mode", "soft", "--arch", "draw", "--preset", "cluttered60", "--max-steps", "8", "--batch-size", "16",
+            "--checkpoint-every", "4", "--val-every", "100", "--log-every", "100"]
+    assert run_train(tmp_path, "whole", *args)[0] == 0
+    before = signal.getsignal(signum)
+    real = loop.batch_indices
+
+    def signalled(seed, step, *rest):
+        if step == 5:
+            os.kill(os.getpid(), signum)  # delivered in the step: the run stops after it
+        return real(seed, step, *rest)
+    monkeypatch.setattr(loop, "batch_indices", signalled)
+    code, run = run_train(tmp_path, "cut", *args)
+    assert code == 130 and load_checkpoint(run / "last.pt")["step"] == 6
+    assert f"{signal.Signals(signum).name}: stopping after this step" in capsys.readouterr().err
+    assert signal.getsignal(signum) == before
+    monkeypatch.setattr(loop, "batch_indices", real)
     assert train.main(["--resume", str(run)]) == 0
     assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
 
@@ -460,8 +487,8 @@ def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_
     table.main(["--checkpoints", str(tmp_path), "--data-dir", "bundled", "--samples", "2"])
     lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines if line.startswith("| `ram-cluttered60.pt`")]
-    assert len(rows) == 1, lines  # one row in the results table; no pair to test with one checkpoint
-    row = rows[0].split(" | ")
+    assert len(rows) == 2, lines  # its row in the results table and in the commands; no pair to test with one
+    row, command = rows[0].split(" | "), rows[1].split(" | ")[-1]
     deterministic = 100 * (1 - load_checkpoint(hard_checkpoint)["test_accuracy"])
     assert row[0] == "| `ram-cluttered60.pt`"
     cells = []  # every error with its 95 % interval: the fixed canvases, fresh ones, sampled trajectories
@@ -471,7 +498,7 @@ def test_checkpoint_table_scores_each_checkpoint_both_ways(hard_checkpoint, tmp_
         assert 0 <= low <= float(error) <= high <= 100
         cells.append(float(error))
     assert cells[0] == pytest.approx(deterministic, abs=0.006) and row[4] == "<= 2.5"
-    assert row[-1].startswith("`python train.py --mode hard --arch ram --preset cluttered60") and "--max-steps" not in row[-1]
+    assert command.startswith("`python train.py --mode hard --arch ram --preset cluttered60") and "--max-steps" not in command
 
 
 def test_checkpoint_table_writes_todays_options_for_runs_saved_under_old_names():

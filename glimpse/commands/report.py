@@ -17,7 +17,7 @@ them) is kept in <out>/records/: commit it, and the report rebuilds, and --train
 machine where runs/report is gone. --adopt checkpoints/ram-cluttered60.pt counts a finished run
 of the same recipe, seed and epochs (the converged report's seed 0 of RAM, here) as the report's
 own, instead of training it again; the report names the file. Exit codes: 0 done, 1 a training
-run failed, 2 bad input.
+run failed or the machine refused a write (a full disk), 2 bad input.
 """
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ import torch
 
 from glimpse.cli import ArgumentParser, check_threads, fail
 from envs.data import DataError, load_mnist
-from glimpse.report.document import (HEADLINE_END, HEADLINE_START, ReportSettings, adopt_checkpoint, build_report,
+from glimpse.report.document import (HEADLINE_END, HEADLINE_START, ReportSettings, adopt_checkpoints, build_report,
                                      keep_record, update_readme)
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
                                        doubled, sweep, with_samples)
-from glimpse.report.runs import RunRequest, budget_epochs, train_missing
+from glimpse.report.runs import RunRequest, budget_epochs, finished_run, train_missing
 from glimpse.checkpoint import CheckpointError
 
 MAX_SEEDS = 100  # training seeds per model
@@ -90,10 +90,24 @@ def requests(args) -> list[RunRequest]:
         wanted += [RunRequest(e, 0, budget_epochs(e, args.budget)) for e in sweep(base, args.glimpses) if e is not base]
     for base in (e for e in ESTIMATED if e in args.models):
         wanted += [RunRequest(with_samples(base, k), 0, budget_epochs(base, args.budget)) for k in args.estimators]
-    if args.converged:  # seed 0 once more at twice the budget: a plateau that was a pause shows there
-        wanted += [RunRequest(doubled(e), 0, budget_epochs(doubled(e), args.budget))
-                   for e in args.models if e.name.endswith("-converged")]
-    return wanted
+    return wanted + doubled_requests(args, (0,))
+
+
+def doubled_requests(args, seeds) -> list[RunRequest]:
+    """--converged: each recipe once more at twice the budget, for ``seeds`` (the report trains seed 0's;
+    another seed's may be adopted in its place): a plateau that was a pause shows there."""
+    if not args.converged:
+        return []
+    return [RunRequest(doubled(e), seed, budget_epochs(doubled(e), args.budget))
+            for e in args.models if e.name.endswith("-converged") for seed in seeds]
+
+
+def to_train(args) -> list[RunRequest]:
+    """The runs --train trains: :func:`requests`, less seed 0's doubled run of a recipe whose doubling
+    check a finished run of another seed settles."""
+    settled = {r.experiment.name for r in doubled_requests(args, range(1, args.seeds))
+               if finished_run(args.runs / r.name, args.records, args.max_steps) is not None}
+    return [r for r in requests(args) if not (r.seed == 0 and r.experiment.name in settled)]
 
 
 def _counts(flag: str, text: str, minimum: int, why: str) -> tuple[int, ...]:
@@ -141,8 +155,9 @@ def check(args) -> None:
         raise ValueError(f"--budget must be a number above 0 and at most {MAX_BUDGET}, and --max-steps >= 0 "
                          f"(got --budget {args.budget}, --max-steps {args.max_steps})")
     for flag, path in (("--runs", args.runs), ("--records", args.records), ("--out", args.out)):
-        if path.exists() and not path.is_dir():
-            raise ValueError(f"{flag} {path} is a file, not a directory")
+        existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
+        if existing.exists() and not existing.is_dir():
+            raise ValueError(f"{flag} {path}: {'it' if existing == path else existing} is a file, not a directory")
     if args.readme is not None:  # checked before the work, not after it
         text = args.readme.read_text() if args.readme.is_file() else None
         if text is None or HEADLINE_START not in text or HEADLINE_END not in text:
@@ -156,16 +171,19 @@ def main(argv: list[str] | None = None) -> int:
         check(args)
         load_mnist(args.data_dir)  # the report reads the digits: a bad --data-dir stops it before it trains or writes
         torch.set_num_threads(args.threads)
+        if args.train and args.jobs * args.threads > (os.cpu_count() or 1):
+            print(f"warning: --jobs {args.jobs} x --threads {args.threads} asks for more cores than this machine's "
+                  f"{os.cpu_count()}: the runs will share them and each train slower", file=sys.stderr)
         settings = ReportSettings(args.runs, args.out, tuple(range(args.seeds)), args.data_dir, args.grad_batches,
                                   speed_steps=args.speed_steps, models=args.models, glimpse_counts=args.glimpses,
                                   estimator_samples=args.estimators, converged=args.converged, records_dir=args.records,
                                   budget=args.budget, max_steps=args.max_steps,
                                   command="glimpse-report " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
-        for checkpoint in args.adopt:
-            print(f"[report] {adopt_checkpoint(settings, checkpoint, requests(args))}: adopted {checkpoint}",
-                  file=sys.stderr)
+        adoptable = requests(args) + doubled_requests(args, range(1, args.seeds))
+        for name, checkpoint in adopt_checkpoints(settings, args.adopt, adoptable):
+            print(f"[report] {name}: adopted {checkpoint}", file=sys.stderr)
         if args.train:
-            failed = train_missing(requests(args), args.runs, jobs=args.jobs, threads=args.threads,
+            failed = train_missing(to_train(args), args.runs, jobs=args.jobs, threads=args.threads,
                                    max_steps=args.max_steps, data_dir=args.data_dir, records_dir=args.records,
                                    on_finished=lambda r: keep_record(settings, r.experiment, r.seed))
             if failed:
@@ -178,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                           os.path.relpath(args.out / "where_they_look.png", args.readme.resolve().parent))
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)
+    except OSError as exc:  # the machine's, not the input's: a full disk, a folder it may not write in
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\ninterrupted: finished runs and their records are kept; the same command goes on from there",
               file=sys.stderr)

@@ -6,7 +6,8 @@ from torch import nn
 
 
 class AdditiveAttention(nn.Module):
-    """e_i = w^T tanh(W_a a_i + W_h h); alpha = softmax_i(e). features (B, L, D), h (B, H) -> alpha (B, L)."""
+    """e_i = w^T tanh(W_a a_i + W_h h); alpha = softmax_i(e). ``feature_proj`` maps features (B, L, D)
+    to W_a a (B, L, A), once per image; forward takes those (B, L, A) and h (B, H) -> alpha (B, L)."""
 
     def __init__(self, feature_size: int, hidden_size: int, attention_size: int):
         super().__init__()

@@ -1,5 +1,6 @@
-"""Checks the hard families' model configs share (RAM, DRAM, the differentiable retina): one rule,
-one message, raised as ValueError naming the field."""
+"""Checks the families' model configs share (RAM, DRAM, the differentiable retina; the sensor's
+fit to a task for every family that counts its pixels): one rule, one message, raised as
+ValueError naming the field."""
 from __future__ import annotations
 
 
@@ -29,3 +30,11 @@ def check_conv_glimpse_size(glimpse_size: int) -> None:
     if glimpse_size % 4:
         raise ValueError(f"a conv glimpse network pools twice by 2: glimpse_size must be divisible by 4, "
                          f"got {glimpse_size}")
+
+
+def check_fits_task(config, task: dict, names=("canvas_size",)) -> None:
+    """The model ``config``'s sensor fields ``names`` are the ``task``'s: a cost counted from the
+    task describes this model only then."""
+    for name in names:
+        if getattr(config, name) != int(task[name]):
+            raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={task[name]}")

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from glimpse.models.config_checks import check_fits_task
 from glimpse.models.filterbank import attention_params, filterbank_matrices, read
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.registry import Attention, Family, Option, check_canvas_batch, register
@@ -114,7 +115,7 @@ def state_gradient_norms(model: DRAWClassifier, images: torch.Tensor, labels: to
     config = model.config
     probe = DRAWClassifier(replace(
         config, attention_into_core=config.attention_into_core if attention_into_core is None else attention_into_core))
-    probe.load_state_dict(model.state_dict())
+    probe.to(next(model.parameters())).load_state_dict(model.state_dict())  # the model's device and dtype
     states, raws = [], []
 
     def keep_state(_module, _inputs, output):
@@ -177,9 +178,8 @@ class DRAWFamily(Family):
         """Every Gaussian filter has weight on every pixel, so each of the T reads touches the whole
         canvas; the LSTM receives T * N * N filterbank outputs."""
         config = self.config(model_config)
+        check_fits_task(config, task)
         area = int(task["canvas_size"]) ** 2
-        if config.canvas_size != int(task["canvas_size"]):
-            raise ValueError(f"model_config canvas_size={config.canvas_size} but task canvas_size={task['canvas_size']}")
         return {"sensor_values": config.n_glimpses * config.read_size ** 2,
                 "canvas_pixels_touched": config.n_glimpses * area, "input_pixels": area}
 

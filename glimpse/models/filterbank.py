@@ -78,8 +78,9 @@ def filter_axis(centre: torch.Tensor, stride: torch.Tensor, sigma2: torch.Tensor
 
     mu_i = centre + (i - (N - 1) / 2) * stride for i = 0..N-1: the paper's (i - N/2 - 0.5) with
     i = 1..N. F[i, a] = exp(-(a + 0.5 - mu_i)^2 / (2 sigma^2)) / Z_i, Z_i = sum_a exp(...): rows sum
-    to 1 wherever the filter's centre lies on the canvas (a filter narrower than a pixel too) or
-    near it, and fade to 0 (not NaN) for centres many sigma beyond an edge.
+    to 1 wherever the filter's centre lies on the canvas (a filter narrower than a pixel too). Off
+    the canvas they sum to 1 until every exp underflows, and then to 0 (not NaN): many sigma beyond
+    the edge, or at once beyond it for a filter narrower than about 0.08 px.
     """
     offsets = torch.arange(read_size, dtype=centre.dtype, device=centre.device) - (read_size - 1) / 2
     mu = centre[:, None] + offsets[None, :] * stride[:, None]  # (B, N)

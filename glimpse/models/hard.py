@@ -25,6 +25,7 @@ from torch import nn
 
 from envs.retina import retina_pixels_read
 from envs.task import GlimpseTask
+from glimpse.models.config_checks import check_fits_task
 from glimpse.models.episodes import Rollout, play_canvases, run_episodes
 from glimpse.models.registry import Attention, Family, Look, Option
 from glimpse.models.schedules import annealed
@@ -124,9 +125,7 @@ class HardFamily(Family):
         """:func:`retina_pixels_read` of the task, with the model's context view; the model's
         sensor must be the task's."""
         config = self.config(model_config)
-        for name in ("glimpse_size", "n_scales", "n_glimpses"):
-            if getattr(config, name) != int(task[name]):
-                raise ValueError(f"model_config {name}={getattr(config, name)} but task {name}={task[name]}")
+        check_fits_task(config, task, ("glimpse_size", "n_scales", "n_glimpses"))
         return retina_pixels_read(task, config.context_size)
 
     def attention_module(self, model: nn.Module) -> nn.Module:

@@ -20,8 +20,10 @@ Evaluation follows the mean, as RAM's does. Honest differences from RAM:
 - the loop state -> location -> glimpse -> state is the one that blew up for DRAW on 100x100, so
   ``attention_into_core`` (DRAW's damping knob) scales the gradient from the location head into
   the core state;
-- the glimpse network's "where" input is detached, as in RAM: the location learns only through
-  what the sensor reads there;
+- the location learns through everything it changes: what the sensor reads there, and the
+  glimpse network's "where" input (the pathwise gradient of the loss, the credit REINFORCE
+  gives RAM's location through its reward). Runs made before 2026-12-01 detached the "where"
+  input (``where_gradient=False``, how their checkpoints load): a biased gradient;
 - the first glimpse is at the centre (a random first location is RAM's, not this family's);
 - a box at a fractional origin overlaps one pixel more on each side than RAM's snapped box, so it
   touches up to (w + 1)^2 canvas pixels where RAM touches w^2;
@@ -36,7 +38,7 @@ import torch
 from torch import nn
 
 from envs.retina import retina_pixels_read
-from glimpse.models.config_checks import check_conv_glimpse_size, check_one_of, check_share
+from glimpse.models.config_checks import check_conv_glimpse_size, check_fits_task, check_one_of, check_share
 from glimpse.models.diff_retina import integral_image, read_glimpses
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.hard import HardFamily, anneal_policy_std
@@ -51,6 +53,12 @@ LOCATION_GRADIENTS = ("reparameterised", "deterministic")
 
 @dataclass
 class RetinaRAMConfig:
+    """RAM's sensor, glimpse network, core and policy sizes (as :class:`glimpse.models.ram.model.RAMConfig`),
+    how the location learns (``location_gradient``), the share of the location head's gradient let
+    into the core state (``attention_into_core``), and whether the gradient reaches the location
+    through the glimpse network's "where" input too (``where_gradient``)."""
+    ADDED = {"where_gradient": False}  # checkpoints made before the field detached the "where" input
+
     canvas_size: int = 60
     glimpse_size: int = 12
     n_scales: int = 3
@@ -61,6 +69,7 @@ class RetinaRAMConfig:
     location_std: float = 0.15
     location_gradient: str = "reparameterised"
     attention_into_core: float = 1.0
+    where_gradient: bool = True
     n_classes: int = 10
 
     def __post_init__(self):
@@ -94,7 +103,8 @@ class DifferentiableRetinaRAM(nn.Module):
         state, locations = REST, [location]
         for t in range(c.n_glimpses):
             glimpse = read_glimpses(ii, location, c.glimpse_size, c.n_scales)
-            h, state = self.core(self.glimpse_network(glimpse, location.detach()), state)
+            where = location if c.where_gradient else location.detach()
+            h, state = self.core(self.glimpse_network(glimpse, where), state)
             if t == c.n_glimpses - 1:
                 break
             mean, std = self.location_policy(scale_gradient(h, c.attention_into_core))
@@ -162,7 +172,8 @@ class RetinaRAMFamily(Family):
 
     def pixels_read(self, task: dict, model_config: dict) -> dict[str, int]:
         """As RAM's retina counts them (T * k * g * g values; the canvas under the widest boxes),
-        each box one pixel wider: its origin is not snapped to a pixel."""
+        each box one pixel wider: its origin is not snapped to a pixel. The model's sensor must be the task's."""
+        check_fits_task(self.config(model_config), task, ("canvas_size", "glimpse_size", "n_scales", "n_glimpses"))
         return retina_pixels_read(task, 0, snapped=False)
 
     def attention_module(self, model: nn.Module) -> nn.Module:

@@ -185,8 +185,11 @@ class Family:
     def config(self, model_config: dict):
         """``Config(**model_config)``, with a message that names the family when it does not fit.
         Fields the config has dropped (its ``REMOVED``: name -> the value that behaves as now) are
-        accepted at that value, so old checkpoints load, and refused with a message otherwise."""
-        model_config = drop_removed(model_config, getattr(self.Config, "REMOVED", {}), f"{self.name} model")
+        accepted at that value, so old checkpoints load, and refused with a message otherwise.
+        Fields it gained (its ``ADDED``: name -> the value that behaves as the model did before)
+        take that value where a checkpoint lacks them, so an old run resumes as it was trained."""
+        model_config = {**getattr(self.Config, "ADDED", {}),
+                        **drop_removed(model_config, getattr(self.Config, "REMOVED", {}), f"{self.name} model")}
         try:
             return self.Config(**model_config)
         except TypeError as exc:

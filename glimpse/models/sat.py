@@ -29,6 +29,9 @@ MIN_CANVAS = 28  # below this the encoder's grid would be under 3 x 3 cells
 
 @dataclass
 class SATConfig:
+    """Show-Attend-Tell's sizes: the canvas, the decoder's steps per digit, the encoder's widths, the
+    attention MLP's and the LSTM's, the classes, and the digits read per canvas (left to right)."""
+
     canvas_size: int = 60
     n_glimpses: int = 4  # decoder steps per digit, each one attention map
     channels: tuple = (16, 32, 64)  # encoder conv widths; the last is the feature size D

@@ -25,6 +25,9 @@ POOLINGS = ("mean", "max")
 
 @dataclass
 class PooledSATConfig(SATConfig):
+    """Show-Attend-Tell's sizes, and how the decoder pools the feature cells instead of attending:
+    their mean or their maximum."""
+
     pooling: str = "mean"
 
     def __post_init__(self):

@@ -22,6 +22,7 @@ from torch import nn
 
 from envs.task import TASKS
 from glimpse.models.channels_last import ChannelsLast
+from glimpse.models.config_checks import check_fits_task
 from glimpse.models.registry import Attention, Family, check_canvas_batch, register
 
 
@@ -166,7 +167,9 @@ class STNFamily(Family):
         """The localisation network reads its field once (:meth:`LocalisationNetwork.field`); the
         sampler reads at most 4 canvas pixels per crop pixel (bilinear); the classifier receives the
         c x c crop."""
-        size, c = int(task["canvas_size"]), self.config(model_config).crop_size
+        config = self.config(model_config)
+        check_fits_task(config, task)
+        size, c = int(task["canvas_size"]), config.crop_size
         seen = LocalisationNetwork.field(size) ** 2
         return {"sensor_values": c * c, "canvas_pixels_touched": seen + min(size * size, 4 * c * c),
                 "input_pixels": size * size}

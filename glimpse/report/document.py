@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from envs.engine import fixed_canvas_set
-from glimpse.cli import markdown_table, replace_block
+from glimpse.cli import markdown_table, replace_block, write_text
 from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED, TEST_SEED, fixed_set
@@ -25,7 +25,7 @@ from glimpse.costs import flops_per_image, pixels_read
 from glimpse.evaluation import evaluate_checkpoint
 from glimpse.gradient_noise import baseline_name
 from glimpse.models import get_family
-from glimpse.stats import format_interval, format_p
+from glimpse.stats import format_interval, format_p, p_phrase
 from glimpse.report import figures
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT,
                                        TASK_PRESET, Experiment, doubled, sweep, with_samples)
@@ -191,16 +191,17 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     has_gallery = _gallery(present, data, task, out)
     progress("[report] paired tests")
     tests = paired_tests(present)
-    doubling = {}  # --converged: each run of seed 0 against its recipe at twice the epochs
+    doubling = {}  # --converged: each recipe at twice the epochs (seed 0's run, or another seed's) against its seeds
     for group in (g for g in groups if settings.converged and g.experiment.name.endswith("-converged")):
-        twice = settings.collect(doubled(group.experiment), settings.seeds[:1])
-        doubling[group.experiment.name] = doubling_check(group, twice, seed=settings.seeds[0])
+        twice = settings.collect(doubled(group.experiment))
+        seed = twice.seeds[0] if twice.seeds else settings.seeds[0]
+        doubling[group.experiment.name] = doubling_check(group, twice, seed=seed)
     progress("[report] writing")
     n_test = len(test_canvases.labels)
     path = out / "compare.md"
-    path.write_text(_document(Measured(settings, data, groups, measured, seconds_per_epoch, gradients, estimators,
+    write_text(path, _document(Measured(settings, data, groups, measured, seconds_per_epoch, gradients, estimators,
                                        curves, sweep_groups, has_gallery, n_test, tests, doubling)))
-    (out / "headline.md").write_text(headline(groups, measured, seconds_per_epoch, n_test))
+    write_text(out / "headline.md", headline(groups, measured, seconds_per_epoch, n_test))
     return path
 
 
@@ -243,11 +244,33 @@ def check_same_digits(data, runs: list[dict], what: str) -> None:
                          f"{data.source} (sha256 {data.digest[:12]}): give the --data-dir they were trained on")
 
 
-def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[RunRequest]) -> str:
-    """Count a finished single-stage run's checkpoint (a shipped one, say) as the report's run of the
-    same recipe, seed and epochs among ``wanted``: write its record, naming the file it came from, so
-    that the report reads it and ``--train`` does not train it again. Returns the run's name.
-    ValueError when no wanted run has its recipe (the closest is named), or that run exists already."""
+def adopt_checkpoints(settings: ReportSettings, checkpoints: list[Path],
+                      wanted: list[RunRequest]) -> list[tuple[str, Path]]:
+    """Count finished single-stage runs' checkpoints (shipped ones, say) as the report's runs of the
+    same recipe, seed and epochs among ``wanted``: write their records, naming the files they came
+    from, so that the report reads them and ``--train`` does not train them again. Every checkpoint
+    is checked before any record is written, so a refused one leaves nothing half done; a file named
+    twice is taken once. Returns each run's name with its checkpoint. ValueError when a checkpoint
+    matches no wanted run (the closest are named), its run exists already, or two checkpoints are
+    the same run."""
+    named = {}
+    for checkpoint in map(Path, checkpoints):
+        named.setdefault(checkpoint.resolve(), checkpoint)  # each file once, under the path first given
+    checkpoints = list(named.values())
+    adoptions = [(checkpoint, *_adoption(settings, checkpoint, wanted)) for checkpoint in checkpoints]
+    names = [request.name for _, request, _ in adoptions]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"--adopt: two checkpoints are the report's run {', '.join(twice)}; adopt one")
+    for checkpoint, request, payload in adoptions:
+        if payload is not None:
+            _write_adopted(settings, checkpoint, request, payload)
+    return list(zip(names, checkpoints))
+
+
+def _adoption(settings: ReportSettings, checkpoint: Path, wanted: list[RunRequest]) -> tuple[RunRequest, dict | None]:
+    """The wanted run ``checkpoint`` would be, and its payload (None when it was adopted before);
+    ValueError when it cannot be adopted. Writes nothing."""
     payload = load_checkpoint(checkpoint)
     if "test_accuracy" not in payload or "train_config" not in payload:
         raise ValueError(f"--adopt {checkpoint}: not a finished run of train.py (it holds no "
@@ -274,9 +297,14 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
                          f"{'; '.join(same_model) or 'none'}")
     kept = finished_run(settings.runs_dir / request.name, settings.records, settings.max_steps)
     if kept is not None and kept.get("adopted_from") == _portable(checkpoint):
-        return request.name  # adopted before
+        return request, None  # adopted before
     if kept is not None:
         raise ValueError(f"--adopt {checkpoint}: the report has its run {request.name} already")
+    return request, payload
+
+
+def _write_adopted(settings: ReportSettings, checkpoint: Path, request: RunRequest, payload: dict) -> None:
+    """The record of ``checkpoint`` as the report's run ``request``, scored on the test canvases."""
     right = {canvas_set_name(s):
              evaluate_checkpoint(checkpoint, data_dir=settings.data_dir, progress=False, per_canvas=True,
                                  canvas_seed=s)["right"] for s in (None, FRESH_SEED)}
@@ -290,7 +318,6 @@ def adopt_checkpoint(settings: ReportSettings, checkpoint: Path, wanted: list[Ru
     write_record(record_path(settings.records, request.name),
                  {**make_record({**payload, **tested}, right, keep_weights=keep),
                   "adopted_from": _portable(checkpoint), "adopted_sha256": file_sha256(checkpoint)})
-    return request.name
 
 
 def _keep_records(settings: ReportSettings, present: list[SeedRuns]) -> None:
@@ -417,9 +444,10 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict, n_
         rows.append([e.label, e.group, _error_cell(group.test_errors, n_test), e.paper or "–",
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
                      f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
-    return _table(["model", "kind", "test error % (mean ± sd over seeds; 95 % interval of the mean, canvas as the unit)", "paper %",
-                   "pixels touched / image",
-                   "FLOPs / image", "train img/s", "eval img/s", "to 90 % val accuracy"], rows)
+    return _table(["model", "kind",
+                   "test error % (mean ± sd over seeds; 95 % interval over test canvases, seed spread not in it)",
+                   "paper %", "pixels touched / image", "FLOPs / image", "train img/s", "eval img/s",
+                   "to 90 % val accuracy"], rows)
 
 
 @dataclass
@@ -531,15 +559,18 @@ def _runs_section(r: Measured) -> list[str]:
         _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)",
                 f"on fresh canvases (seed {FRESH_SEED}) %",
                 "within the validation noise? (points gained in the last 20 % of epochs)",
-                *(["twice the epochs (seed 0)"] if r.settings.converged else []), "minutes per run (recorded)",
+                *(["twice the epochs (one seed)"] if r.settings.converged else []), "minutes per run (recorded)",
                 "device"], rows),
         "",
         f"A run passes the noise rule when its best validation accuracy rose over its last 20 % of epochs by "
         f"no more than {NOISE_ERRORS} standard errors of one validation ({n_val:,} canvases: about "
         f"{100 * NOISE_ERRORS * math.sqrt(0.98 * 0.02 / n_val):.1f} points at 98 %). A plateau passes it too, "
-        "so --converged also trains seed 0 for twice the epochs: a run counts as converged only where twice "
-        "the budget does not read significantly more of the test canvases right (McNemar, p < 0.05). Where a "
-        "run did not converge, its test error is that budget's, not the model's. The fresh "
+        "so --converged also trains seed 0 for twice the epochs (the doubling check; a run of another seed at "
+        "twice the epochs, adopted, serves as well): a budget counts as "
+        "converged unless twice it reads significantly more of the test canvases right than every seed of "
+        "the budget (McNemar, p < 0.05 each: two seeds of one recipe can differ that much by seed alone, and "
+        "the cell gives the budget's two seeds against each other for scale). Where a run did not converge, "
+        "its test error is that budget's, not the model's. The fresh "
         f"canvases are {r.n_test:,} more drawn by the same recipe from the test digits with a seed no model "
         "was tuned on: an independent check of the test errors.",
         "",
@@ -553,14 +584,19 @@ def _runs_section(r: Measured) -> list[str]:
 def _doubling_cell(check: dict | None) -> str:
     if check is None:
         return "not trained"
+    others = check["against_seeds"]
     if not check["converged"]:
-        verdict = "reads more right: not converged"
+        verdict = f"reads more right{' than every seed' if others else ''}: not converged"
     elif check["only_a"] > check["only_b"] and check["p"] < 0.05:  # more epochs lost: the recipe, not the budget
         verdict = "reads less right: converged, but the recipe is unsteady with the budget"
     else:
         verdict = "no gain shown: converged"
-    return (f"{100 * check['doubled_error']:.2f} %, {verdict} ({check['only_b']} against {check['only_a']} "
-            f"canvases, p = {format_p(check['p'])})")
+    said = [f"{check['only_b']} against {check['only_a']} canvases, {p_phrase(check['p'])}",
+            *(f"against seed {t['seed']}: {t['only_b']} to {t['only_a']}, {p_phrase(t['p'])}" for t in others)]
+    if (apart := check["seeds_apart"]) is not None:
+        said.append(f"seeds {apart['seeds'][0]} and {apart['seeds'][1]} of the budget: {apart['only_a']} to "
+                    f"{apart['only_b']}, {p_phrase(apart['p'])}")
+    return f"seed {check['seed']}: {100 * check['doubled_error']:.2f} %, {verdict} ({'; '.join(said)})"
 
 
 def _paired_section(r: Measured) -> list[str]:
@@ -606,10 +642,9 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
     beats: dict[str, list[str]] = {}  # one line per model: every row it reads more right than
     for t in (t for t in tests if t["p_holm"] < 0.05):
         better, worse = (t["a"], t["b"]) if t["only_a"] > t["only_b"] else (t["b"], t["a"])
-        p = format_p(t["p_holm"])  # "< 1e-6" reads without an equals sign
         beats.setdefault(better.label, []).append(
             f"{worse.label} ({max(t['only_a'], t['only_b'])} to {min(t['only_a'], t['only_b'])}, "
-            f"Holm p {p if p.startswith('<') else '= ' + p})")
+            f"Holm {p_phrase(t['p_holm'])})")
     said = ("\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
             + "\n\nNo other pair of these rows is shown to differ." if beats else
             "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
@@ -633,7 +668,8 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         "",
         said,
         "",
-        _table(["sensor", "how it learns where to look", "model", "test error % (mean ± sd; 95 % interval of the mean, canvas as the unit)",
+        _table(["sensor", "how it learns where to look", "model",
+                "test error % (mean ± sd; 95 % interval over test canvases, seed spread not in it)",
                 f"fresh canvases (seed {FRESH_SEED}) %", "pixels touched / image", "FLOPs / image", "train img/s",
                 "seeds"], rows),
         "",

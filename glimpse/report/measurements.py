@@ -218,17 +218,25 @@ def converged_by_noise(history: list[dict], n_val: int) -> tuple[bool, float] | 
 
 
 def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | None:
-    """The ``seed`` run against the same recipe and seed trained for twice the epochs, canvas by
-    canvas (McNemar's exact test on the fixed test canvases): "converged" means twice the budget is
-    not shown to read more right (two-sided p < 0.05 with it ahead), not that it cannot: with one
-    seed a small gain can go unseen; one that reads significantly less right counts as converged too
-    (more epochs did not help), and the report says so. None when either run is missing."""
+    """The ``seed`` run's recipe trained for twice the epochs, against every seed of the budget,
+    canvas by canvas (McNemar's exact test on the fixed test canvases). Two runs of one recipe can
+    differ significantly by seed alone (another seed is another run), so "not converged" asks twice
+    the budget to read significantly more right (two-sided p < 0.05, it ahead) than each seed of the
+    budget, not only its own; and the budget's own seeds are tested against each other
+    (``seeds_apart``), the size of a difference seeds alone make. "Converged" means no gain shown,
+    not that there is none. A doubled run that reads significantly less right than its own seed
+    counts as converged too (more epochs did not help), and the report says so. None when the
+    ``seed`` run or its doubled run is missing."""
     if seed not in run.seeds or seed not in doubled.seeds:
         return None
     twice = doubled.seeds.index(seed)
-    test = mcnemar(run.right(run.seeds.index(seed)), doubled.right(twice))
-    better = test["only_b"] > test["only_a"] and test["p"] < 0.05
-    return {**test, "converged": not better, "doubled_error": float(doubled.test_errors[twice]),
+    order = [run.seeds.index(seed), *(i for i, s in enumerate(run.seeds) if s != seed)]  # its own seed first
+    tests = [{**mcnemar(run.right(i), doubled.right(twice)), "seed": run.seeds[i]} for i in order]
+    better = all(t["only_b"] > t["only_a"] and t["p"] < 0.05 for t in tests)
+    apart = {**mcnemar(run.right(order[0]), run.right(order[1])), "seeds": (run.seeds[order[0]], run.seeds[order[1]])} \
+        if len(order) > 1 else None
+    return {**tests[0], "against_seeds": tests[1:], "seeds_apart": apart, "converged": not better,
+            "doubled_error": float(doubled.test_errors[twice]),
             "doubled_epochs": int(doubled.runs[twice]["train_config"]["epochs"])}
 
 

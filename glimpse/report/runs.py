@@ -23,6 +23,7 @@ from glimpse.report.experiments import Experiment
 from glimpse.report.records import read_record, record_path
 from glimpse.checkpoint import CheckpointError, load_checkpoint
 from glimpse.cli import option_flags
+from glimpse.training.rundir import live_holder
 
 # the report trains with the same glimpse it runs from, installed or in a clone
 GLIMPSE_PARENT = str(Path(glimpse.__file__).resolve().parents[1])
@@ -102,8 +103,9 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
                   records_dir: Path | None = None, on_finished=None) -> list[str]:
     """Train every request whose run is not finished (nor kept as a record in ``records_dir``),
     ``jobs`` at a time, each process with ``threads`` torch threads; each run's output goes to
-    ``<runs>/<name>.log``, and ``on_finished(request)`` is called as each run ends well. Returns
-    the names of runs that failed (their logs say why)."""
+    ``<runs>/<name>.log``, and ``on_finished(request)`` is called as each run ends well. A run that
+    another process is training (a second report on the same folder, a train.py --resume) is left
+    to it, not counted as failed. Returns the names of runs that failed (their logs say why)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
     finished = {r.name: finished_run(runs_dir / r.name, records_dir, max_steps) for r in requests}
     conflicts = [f"{r.name} ({run['train_config']['epochs']} epochs, the budget asks {r.epochs})" for r in requests
@@ -125,6 +127,9 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
              f"each writes its progress to {runs_dir}/<run>.log")
 
     def run(request: RunRequest) -> None:
+        if (holder := live_holder(runs_dir / request.name)) is not None:
+            tell(f"[report] {request.name}: being trained by another process ({holder}); left to it")
+            return
         command = train_command(request, runs_dir, threads=threads, max_steps=max_steps, data_dir=data_dir)
         log_path = runs_dir / f"{request.name}.log"
         tell(f"[report] {request.name}: {'resumed' if '--resume' in command else 'started'} (log: {log_path})")
@@ -138,7 +143,9 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
         if result.returncode in (130, -signal.SIGINT):  # Ctrl-C reached the run too: it stopped at a checkpoint
             tell(f"[report] {request.name}: interrupted after {minutes:.1f} min; it resumes where it stopped")
             raise KeyboardInterrupt
-        if result.returncode != 0:
+        if result.returncode != 0 and (holder := live_holder(runs_dir / request.name)) is not None:
+            tell(f"[report] {request.name}: taken by another process ({holder}) as it started; left to it")
+        elif result.returncode != 0:
             failed.append(request.name)
             tell(f"[report] {request.name}: failed after {minutes:.1f} min, see {log_path}")
         else:

@@ -8,7 +8,10 @@ the divergence check average over processes); rank 0 alone validates and writes.
 """
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -142,6 +145,37 @@ class Checkpoints(Callback):
         if run.main and run.is_checkpoint_step(done) and not run.is_validation_step(done):
             with run.set_aside():
                 write_checkpoint(run.run_dir / "last.pt", run.payload(done, with_optimizer=True))
+
+
+class StopOnSignal(Callback):
+    """SIGTERM (``kill``, a scheduler's preemption) or SIGINT (Ctrl-C, ``kill -INT``) asks the run to stop: the step under way ends, is treated as a checkpoint step (the weights checked, then
+    last.pt written, so no step is lost) and the run stops as interrupted. A second signal stops it
+    at once. A single process only: under torchrun every process would have to stop at one step."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    @contextmanager
+    def installed(self, run: RunState):
+        if distributed.world_size() > 1 or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def ask(signum, _frame):
+            if run.stop_requested:
+                raise KeyboardInterrupt
+            run.stop_requested = True
+            run.say(f"\n[glimpse] {signal.Signals(signum).name}: stopping after this step, with its checkpoint "
+                    f"(send it again to stop at once)")
+        previous = {s: signal.signal(s, ask) for s in self.SIGNALS}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def after_step(self, run, done, result):
+        if run.stop_requested:  # the callbacks before this one took the step as a checkpoint step
+            raise KeyboardInterrupt
 
 
 def mean_over_processes(metrics: dict[str, torch.Tensor], device: torch.device) -> dict[str, float]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from glimpse.progress import progress
 from glimpse.progress import say as progress_say
 from glimpse.training import distributed
 from glimpse.training.callbacks import (Checkpoints, CheckpointWriteError, DivergenceGuard, Pictures, ScalarLog,
-                                        TrainingDiverged, Validation, accuracy, write_checkpoint)
+                                        StopOnSignal, TrainingDiverged, Validation, accuracy, write_checkpoint)
 from glimpse.training.config import TrainConfig
 from glimpse.training.hard import HardAttentionLearner
 from glimpse.models.schedules import cosine
@@ -107,7 +107,8 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
     step is :func:`training_step`; everything on a schedule hangs on it as a callback."""
     run, owner = start_run(config, resume, quiet)
     try:
-        callbacks = [DivergenceGuard(run), ScalarLog(), Pictures(), Validation(), Checkpoints()]
+        stop = StopOnSignal()
+        callbacks = [DivergenceGuard(run), ScalarLog(), Pictures(), Validation(), Checkpoints(), stop]
         where = f"{distributed.world_size()} processes on {run.device.type}" if distributed.world_size() > 1 \
             else str(run.device)
         what = f"{config.mode} attention" if config.family.has_attention else "full-image baseline"
@@ -120,10 +121,11 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
         run.show(loss="-", acc="-", best_val=f"{run.best_val:.4f}" if run.best_val >= 0 else "-")
         run.started = time.perf_counter()
         try:
-            for step in run.bar:
-                result = training_step(run.learner, run.optimizer, config, step, run.n_train, run.schedule_steps)
-                for callback in callbacks:
-                    callback.after_step(run, step + 1, result)
+            with stop.installed(run):
+                for step in run.bar:
+                    result = training_step(run.learner, run.optimizer, config, step, run.n_train, run.schedule_steps)
+                    for callback in callbacks:
+                        callback.after_step(run, step + 1, result)
         except KeyboardInterrupt:
             run.bar.close()
             run.logger.close()
@@ -189,6 +191,8 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
                              f"than {data.source} (sha256 {data.digest[:16]}...): give --data-dir the data it "
                              f"trained on")
         learner = make_learner(config, data, device, rank, world)
+        if resumed is not None:
+            check_same_model(learner, resumed, _last_checkpoint(resume))
         if initial is not None:  # a module the source lacks (RAM's context network) keeps its seeded start
             learner.model.load_state_dict({**learner.model.state_dict(), **initial})
         n_train = len(data.train)
@@ -341,6 +345,19 @@ def fixed_sets(task: dict, data: MNISTSplits):
 
 def default_run_name(config: TrainConfig) -> str:
     return f"{config.family.run_label(config)}-{config.preset}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_same_model(learner: Learner, resumed: dict, path: Path) -> None:
+    """CheckpointError when this version builds the resumed run another model than it trained (a
+    field a family gained since, at a new default): the run would change its training midway."""
+    family = learner.family
+    theirs, ours = (asdict(family.config(c)) for c in (resumed["model_config"], learner.model_config))
+    changed = {name: (theirs[name], ours[name]) for name in ours if theirs.get(name) != ours[name]}
+    if changed:
+        said = ", ".join(f"{name}={was!r} (now {now!r})" for name, (was, now) in changed.items())
+        raise CheckpointError(f"{path}: it was trained as a {family.name} model with {said}; this version would "
+                              f"resume it as another model. Finish it with the version it was started with, or "
+                              f"start a new run (--init-from {path})")
 
 
 def _last_checkpoint(resume: str | Path) -> Path:

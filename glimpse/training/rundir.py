@@ -20,6 +20,24 @@ class RunLocked(ValueError):
     """Another live process holds the run directory."""
 
 
+def live_holder(path: Path) -> str | None:
+    """The process id of the live run holding ``path``'s lock, or None when no process does (or
+    there is no lock to hold). Only looks: the lock is released at once when it was free."""
+    try:
+        handle = open(Path(path) / LOCK_NAME)
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                return handle.read().strip() or "unknown"
+            raise
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return None
+
+
 class RunDirectory:
     """``path``, locked for this process while the object lives (``release()`` or process exit)."""
 
