@@ -17,12 +17,12 @@ import io
 import os
 import pickle
 import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
 
 from envs.task import GlimpseTask
+from glimpse.cli import write_atomically
 from glimpse.models import build_model
 
 FORMAT = 1
@@ -75,30 +75,21 @@ def training_stages(payload: dict) -> list[dict]:
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
-    """Write to a temporary file in the same directory, fsync, then rename over ``path``: a kill
-    at any moment leaves either the old or the new checkpoint, never a torn one. The checkpoint is
+    """Write ``path`` atomically (:func:`glimpse.cli.write_atomically`: a kill at any moment leaves
+    either the old or the new checkpoint, never a torn one). The checkpoint is
     serialised in memory first and then written as bytes, so that a failing disk (ENOSPC) arrives
     as the OSError it is: torch.save writing to a file turns it into a RuntimeError."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     serialised = io.BytesIO()
     torch.save({"format": FORMAT, **payload}, serialised)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            data, written = serialised.getbuffer(), 0
-            while written < len(data):  # a short write is not an error by itself: go on until it is
-                count = handle.write(data[written:])
-                if not count:
-                    raise OSError(errno.ENOSPC, "the disk takes no more bytes")
-                written += count
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def write(handle):
+        data, written = serialised.getbuffer(), 0
+        while written < len(data):  # a short write is not an error by itself: go on until it is
+            count = handle.write(data[written:])
+            if not count:
+                raise OSError(errno.ENOSPC, "the disk takes no more bytes")
+            written += count
+    write_atomically(Path(path), write)
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:

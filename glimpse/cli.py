@@ -52,18 +52,23 @@ def npz_path(path: Path) -> Path:
 
 
 def write_atomically(path: Path, write) -> None:
-    """Write ``path`` in one step: ``write(file)`` fills a binary file beside it, which is then
-    renamed over it, so an interrupted or failed write leaves no torn file and an existing one as
-    it was."""
+    """Write ``path`` in one step: ``write(file)`` fills a binary file beside it, which is synced to
+    disk and renamed over it, so an interrupted or failed write (a full disk, a kill) leaves no torn
+    file and an existing one as it was. The file keeps the mode it had (a new one: readable by all,
+    as a shared file should be; mkstemp's are private)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
-        os.unlink(temporary)
+        Path(temporary).unlink(missing_ok=True)
         raise
 
 

@@ -83,3 +83,7 @@ def test_a_written_file_is_whole_or_as_it_was(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
     replace_block(path, "<!-- a -->", "<!-- b -->", "new")
     assert path.read_text() == "intro\n<!-- a -->\nnew\n<!-- b -->\nend\n"
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by all, as a shared file is (mkstemp's are private)
+    path.chmod(0o640)
+    write_text(path, "kept mode")
+    assert path.stat().st_mode & 0o777 == 0o640

@@ -366,3 +366,17 @@ def test_a_removed_option_loads_at_its_default_and_is_refused_otherwise(tmp_path
     assert train.main(["--resume", str(run)]) == 2
     assert "optimizer='sgd'" in capsys.readouterr().err
     assert load_checkpoint(run / "last.pt")["step"] == 1  # nothing was written
+
+
+@pytest.mark.parametrize("family", list_families(), ids=lambda f: f.name)
+def test_a_family_s_added_fields_are_fields_and_its_removed_ones_are_not(family):
+    """``ADDED`` (fields a config gained, at the value older checkpoints behave as) names fields of the
+    config, ``REMOVED`` (fields it dropped) none, and no name is in both: a slip there breaks every
+    load of the family's checkpoints."""
+    names = {f.name for f in fields(family.Config)}
+    added, removed = getattr(family.Config, "ADDED", {}), getattr(family.Config, "REMOVED", {})
+    assert set(added) <= names and not set(removed) & names and not set(added) & set(removed)
+    default = family.config({})  # the defaults build; a checkpoint lacking an added field takes its old value
+    for name, old in added.items():
+        lacking = {k: v for k, v in vars(default).items() if k != name}
+        assert getattr(family.config(lacking), name) == old

@@ -340,7 +340,8 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     assert check["converged"] and [t["seed"] for t in check["against_seeds"]] == [1]
     assert check["seeds_apart"]["seeds"] == (0, 1) and check["seeds_apart"]["p"] < 0.01
     cell = _doubling_cell(check)
-    assert cell.startswith("1.24 %, no gain shown: converged (81 against 46 canvases, p = 0.0024; against seed 1: 46 to 46, p = 1")
+    assert cell.startswith("seed 0: 1.24 %, reads more right than its own seed only, not than every seed (seeds differ "
+                           "that much): converged (81 against 46 canvases, p = 0.0024; against seed 1: 46 to 46, p = 1")
     assert "seeds 0 and 1 of the budget: 46 to 81, p = 0.0024" in cell
     worse_seed = lucky.copy()
     worse_seed[:150] = False  # seed 1 misreads more: twice the budget beats both, not converged
@@ -628,3 +629,31 @@ def test_a_run_another_process_trains_is_left_to_it_not_failed(tmp_path, capsys)
     finally:
         held.release()
     assert live_holder(runs / "fc-seed0") is None  # released: a later report trains it
+
+
+def test_a_run_of_a_model_its_recipe_no_longer_builds_is_left_out(tmp_path, capsys):
+    """A run (or record) made before a family's model changed under the same recipe (the differentiable
+    retina's "where" gradient, 2026-12-01) is not this version's run of the recipe: the report leaves
+    it out with a warning and --adopt refuses it."""
+    from glimpse.checkpoint import save_checkpoint
+    from glimpse.cli import option_flags
+    from glimpse.commands import train
+    from glimpse.report.document import ReportSettings, adopt_checkpoints
+    from glimpse.report.measurements import collect
+    from glimpse.report.runs import RunRequest
+
+    diff = by_name("ram-diff")
+    runs = tmp_path / "runs"
+    assert train.main([*option_flags(diff.train_options(0, 4)), "--max-steps", "2", "--data-dir", "bundled",
+                       "--run-dir", str(runs), "--run-name", diff.run_name(0)]) == 0
+    assert len(collect(diff, (0,), runs, "bundled", epochs=4, max_steps=2).runs) == 1
+    best = runs / diff.run_name(0) / "best.pt"
+    payload = load_checkpoint(best)
+    old = {k: v for k, v in payload["model_config"].items() if k != "where_gradient"}  # as runs before the field
+    save_checkpoint(best, {**{k: v for k, v in payload.items() if k != "format"}, "model_config": old})
+    capsys.readouterr()
+    assert collect(diff, (0,), runs, "bundled", epochs=4, max_steps=2).runs == []
+    assert "it trained a model with where_gradient=False, which its recipe no longer builds" in capsys.readouterr().err
+    settings = ReportSettings(tmp_path / "other", tmp_path / "out", (0,), "bundled", max_steps=2)
+    with pytest.raises(ValueError, match="where_gradient=False, which its recipe no longer builds"):
+        adopt_checkpoints(settings, [best], [RunRequest(diff, 0, 4)])

@@ -123,27 +123,46 @@ def test_a_backprop_family_resumes_exactly_too(tmp_path, interrupt_at_step):
     assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_the_run_after_its_step_with_that_step_s_checkpoint(tmp_path, monkeypatch, capsys, signum):
+@pytest.mark.parametrize("signum,when,stopped_at", [
+    (signal.SIGTERM, "in the step", 6), (signal.SIGINT, "in the step", 6),
+    (signal.SIGTERM, "in the callbacks", 6),  # after step 5's callbacks took their answer: it waits for step 6
+    (signal.SIGTERM, "twice", 4),  # the second stops it at once: the last periodic checkpoint stands
+])
+def test_a_signal_stops_the_run_after_its_step_with_that_step_s_checkpoint(tmp_path, monkeypatch, capsys, signum,
+                                                                            when, stopped_at):
     """kill (SIGTERM, a scheduler's preemption) or Ctrl-C (SIGINT) mid-run: the step under way ends,
     last.pt is written at it (no step lost, though it is no --checkpoint-every step), the run stops as
     interrupted, and resumed it ends with the weights of a run never stopped. The handlers are put back."""
+    from glimpse.training import callbacks
+
     args = ["--mode", "soft", "--arch", "draw", "--preset", "cluttered60", "--max-steps", "8", "--batch-size", "16",
-            "--checkpoint-every", "4", "--val-every", "100", "--log-every", "100"]
+            "--checkpoint-every", "4", "--val-every", "100", "--log-every", "1"]
     assert run_train(tmp_path, "whole", *args)[0] == 0
     before = signal.getsignal(signum)
-    real = loop.batch_indices
+    real_indices, real_log = loop.batch_indices, callbacks.ScalarLog.after_step
 
-    def signalled(seed, step, *rest):
-        if step == 5:
-            os.kill(os.getpid(), signum)  # delivered in the step: the run stops after it
-        return real(seed, step, *rest)
-    monkeypatch.setattr(loop, "batch_indices", signalled)
+    def signalled_step(seed, step, *rest):
+        if step == 5:  # delivered in the step: the run stops after it
+            os.kill(os.getpid(), signum)
+            if when == "twice":
+                os.kill(os.getpid(), signum)
+        return real_indices(seed, step, *rest)
+
+    def signalled_log(self, run, done, result):
+        real_log(self, run, done, result)
+        if done == 5:
+            os.kill(os.getpid(), signum)
+    if when == "in the callbacks":
+        monkeypatch.setattr(callbacks.ScalarLog, "after_step", signalled_log)
+    else:
+        monkeypatch.setattr(loop, "batch_indices", signalled_step)
     code, run = run_train(tmp_path, "cut", *args)
-    assert code == 130 and load_checkpoint(run / "last.pt")["step"] == 6
-    assert f"{signal.Signals(signum).name}: stopping after this step" in capsys.readouterr().err
+    assert code == 130 and load_checkpoint(run / "last.pt")["step"] == stopped_at
+    err = capsys.readouterr().err
+    assert (f"{signal.Signals(signum).name}: stopped after step {stopped_at}, with its checkpoint" in err) == \
+        (when != "twice")
     assert signal.getsignal(signum) == before
-    monkeypatch.setattr(loop, "batch_indices", real)
+    monkeypatch.undo()
     assert train.main(["--resume", str(run)]) == 0
     assert_same_weights(weights(tmp_path / "whole" / "last.pt"), weights(run / "last.pt"))
 

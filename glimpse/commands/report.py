@@ -106,7 +106,8 @@ def to_train(args) -> list[RunRequest]:
     """The runs --train trains: :func:`requests`, less seed 0's doubled run of a recipe whose doubling
     check a finished run of another seed settles."""
     settled = {r.experiment.name for r in doubled_requests(args, range(1, args.seeds))
-               if finished_run(args.runs / r.name, args.records, args.max_steps) is not None}
+               if (run := finished_run(args.runs / r.name, args.records, args.max_steps)) is not None
+               and run["train_config"]["epochs"] == r.epochs}  # as the report will read it
     return [r for r in requests(args) if not (r.seed == 0 and r.experiment.name in settled)]
 
 

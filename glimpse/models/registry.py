@@ -26,7 +26,7 @@ for TensorBoard and the report.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -187,7 +187,8 @@ class Family:
         Fields the config has dropped (its ``REMOVED``: name -> the value that behaves as now) are
         accepted at that value, so old checkpoints load, and refused with a message otherwise.
         Fields it gained (its ``ADDED``: name -> the value that behaves as the model did before)
-        take that value where a checkpoint lacks them, so an old run resumes as it was trained."""
+        take that value where a checkpoint lacks them, so an old checkpoint loads and evaluates as the
+        model it was trained as (train.py refuses to resume it as today's, another model)."""
         model_config = {**getattr(self.Config, "ADDED", {}),
                         **drop_removed(model_config, getattr(self.Config, "REMOVED", {}), f"{self.name} model")}
         try:
@@ -197,6 +198,13 @@ class Family:
 
     def build(self, model_config: dict) -> nn.Module:
         return self.Model(self.config(model_config))
+
+    def config_changes(self, was: dict, now: dict) -> dict[str, tuple]:
+        """The fields in which the model config ``now`` builds another model than ``was`` (each read
+        as :meth:`config` reads it, so a checkpoint from before a field was added compares at the
+        value it was made with): name -> (value in ``was``, value in ``now``)."""
+        before, after = (asdict(self.config(c)) for c in (was, now))
+        return {name: (before.get(name), value) for name, value in after.items() if before.get(name) != value}
 
     # ------------------------------------------------------------------ reading canvases
     def run(self, model: nn.Module, images: np.ndarray, task: dict, *, draws: dict | None = None,

@@ -35,7 +35,7 @@ from glimpse.report.measurements import (
 )
 from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, file_sha256, make_record, record_path,
                                     write_record)
-from glimpse.report.runs import RunRequest, budget_epochs, finished_run, step_cap
+from glimpse.report.runs import RunRequest, budget_epochs, finished_run, rebuilt_changes, step_cap
 from glimpse.training.config import recipe_command, resolve_config
 from glimpse.viz import where_it_looks
 
@@ -284,6 +284,10 @@ def _adoption(settings: ReportSettings, checkpoint: Path, wanted: list[RunReques
     if len(training_stages(payload)) > 1:
         raise ValueError(f"--adopt {checkpoint}: trained in {len(training_stages(payload))} stages; the report's runs "
                          f"are one run each")
+    if changed := rebuilt_changes(payload):
+        raise ValueError(f"--adopt {checkpoint}: it trained a model with "
+                         f"{', '.join(f'{name}={was!r}' for name, (was, _) in changed.items())}, which its recipe no "
+                         f"longer builds")
     recipe = recipe_command(payload["train_config"])
     seed, epochs = payload["train_config"]["seed"], payload["train_config"]["epochs"]
     recipes = {r.name: recipe_command(resolve_config(r.experiment.train_options(r.seed, r.epochs)).to_dict())
@@ -589,6 +593,8 @@ def _doubling_cell(check: dict | None) -> str:
         verdict = f"reads more right{' than every seed' if others else ''}: not converged"
     elif check["only_a"] > check["only_b"] and check["p"] < 0.05:  # more epochs lost: the recipe, not the budget
         verdict = "reads less right: converged, but the recipe is unsteady with the budget"
+    elif check["only_b"] > check["only_a"] and check["p"] < 0.05:  # its own seed beaten, not every seed
+        verdict = "reads more right than its own seed only, not than every seed (seeds differ that much): converged"
     else:
         verdict = "no gain shown: converged"
     said = [f"{check['only_b']} against {check['only_a']} canvases, {p_phrase(check['p'])}",

@@ -24,7 +24,7 @@ from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
 from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, make_record, read_record, record_path,
                                     write_record)
-from glimpse.report.runs import finished_run
+from glimpse.report.runs import finished_run, stale_changes
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
 from glimpse.training.config import TrainConfig
@@ -120,11 +120,17 @@ def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None 
     cannot be, is left out with a warning. So is a run of other than ``epochs`` epochs (when given):
     a family whose budget was raised keeps its run names, and its old runs are not the new budget's
     (a directory of the old budget gives way to a record of the new one). Runs capped at another
-    --max-steps than ``max_steps`` are not this report's (:func:`finished_run`)."""
+    --max-steps than ``max_steps`` are not this report's, nor are runs of a model their recipe no
+    longer builds (:func:`finished_run`), which are left out with a warning."""
     runs, dirs = [], []
     for seed in seeds:
         run_dir = runs_dir / experiment.run_name(seed)
         payload = finished_run(run_dir, records_dir, max_steps)
+        if payload is None and (changed := stale_changes(run_dir, records_dir)):
+            said = ", ".join(f"{name}={was!r}" for name, (was, _) in changed.items())
+            say(f"[report] left out {run_dir.name}: it trained a model with {said}, which its recipe no longer "
+                f"builds (retrain it)")
+            continue
         if payload is not None and epochs is not None and payload["train_config"]["epochs"] != epochs:
             record = read_record(record_path(records_dir, run_dir.name)) if records_dir is not None else None
             if record is None or record["train_config"]["epochs"] != epochs:
@@ -222,8 +228,8 @@ def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | No
     canvas by canvas (McNemar's exact test on the fixed test canvases). Two runs of one recipe can
     differ significantly by seed alone (another seed is another run), so "not converged" asks twice
     the budget to read significantly more right (two-sided p < 0.05, it ahead) than each seed of the
-    budget, not only its own; and the budget's own seeds are tested against each other
-    (``seeds_apart``), the size of a difference seeds alone make. "Converged" means no gain shown,
+    budget, not only its own; and the doubled run's seed is tested against the next seed of the
+    budget (``seeds_apart``), the size of a difference seeds alone make. "Converged" means no gain shown,
     not that there is none. A doubled run that reads significantly less right than its own seed
     counts as converged too (more epochs did not help), and the report says so. None when the
     ``seed`` run or its doubled run is missing."""

@@ -23,6 +23,8 @@ from glimpse.report.experiments import Experiment
 from glimpse.report.records import read_record, record_path
 from glimpse.checkpoint import CheckpointError, load_checkpoint
 from glimpse.cli import option_flags
+from glimpse.models import get_family
+from glimpse.training.config import TrainConfig
 from glimpse.training.rundir import live_holder
 
 # the report trains with the same glimpse it runs from, installed or in a clone
@@ -50,12 +52,31 @@ def finished_run(run_dir: Path, records_dir: Path | None = None, max_steps: int 
     ``history`` is the whole learning curve (older runs kept it only up to the best step in best.pt:
     then it is taken from last.pt). Only a run trained under the report's own ``--max-steps`` cap
     (``max_steps``; 0: none) counts: a smoke test's capped run is no full-budget run, and a report
-    without the cap goes on training it."""
-    for payload in (_finished_checkpoint(run_dir),
-                    read_record(record_path(records_dir, run_dir.name)) if records_dir is not None else None):
-        if payload is not None and step_cap(payload) == max_steps:
+    without the cap goes on training it. Nor does a run of a model its recipe no longer builds
+    (:func:`rebuilt_changes`): the report trains it again."""
+    for payload in _finished(run_dir, records_dir):
+        if payload is not None and step_cap(payload) == max_steps and not rebuilt_changes(payload):
             return payload
     return None
+
+
+def stale_changes(run_dir: Path, records_dir: Path | None = None) -> dict[str, tuple]:
+    """:func:`rebuilt_changes` of the run's finished checkpoint, else of its record ({}: neither is stale)."""
+    return next((changed for payload in _finished(run_dir, records_dir)
+                 if payload is not None and (changed := rebuilt_changes(payload))), {})
+
+
+def rebuilt_changes(payload: dict) -> dict[str, tuple]:
+    """Where the model a run trained differs from the one its recipe builds today (a family's gradient
+    corrected since, say): such a run is not this version's run of its recipe."""
+    family = get_family(payload["kind"])
+    return family.config_changes(payload["model_config"],
+                                 family.model_config(TrainConfig.from_dict(payload["train_config"])))
+
+
+def _finished(run_dir: Path, records_dir: Path | None):
+    yield _finished_checkpoint(run_dir)
+    yield read_record(record_path(records_dir, run_dir.name)) if records_dir is not None else None
 
 
 def step_cap(payload: dict) -> int:
@@ -114,6 +135,11 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
         raise ValueError(f"finished runs in {runs_dir}{f' or {records_dir}' if records_dir else ''} have another "
                          f"budget: {'; '.join(conflicts)}. Delete them or choose another --runs folder")
     todo = [r for r in requests if finished[r.name] is None]
+    stale = [f"{r.name} ({', '.join(f'{k}={was!r}' for k, (was, _) in changed.items())})" for r in todo
+             if (changed := stale_changes(runs_dir / r.name))]
+    if stale:  # its directory would be resumed as, or refused for, another model
+        raise ValueError(f"runs in {runs_dir} trained a model their recipe no longer builds: {'; '.join(stale)}. "
+                         f"Delete them or choose another --runs folder")
     # a half-trained run of another budget: resumed at this one, its cosine schedule would change midway
     started = [f"{r.name} ({epochs} epochs, the budget asks {r.epochs})" for r in todo
                if (epochs := _started_epochs(runs_dir / r.name)) not in (None, r.epochs)]

@@ -148,11 +148,18 @@ class Checkpoints(Callback):
 
 
 class StopOnSignal(Callback):
-    """SIGTERM (``kill``, a scheduler's preemption) or SIGINT (Ctrl-C, ``kill -INT``) asks the run to stop: the step under way ends, is treated as a checkpoint step (the weights checked, then
-    last.pt written, so no step is lost) and the run stops as interrupted. A second signal stops it
-    at once. A single process only: under torchrun every process would have to stop at one step."""
+    """SIGTERM (``kill``, a scheduler's preemption) or SIGINT (Ctrl-C, ``kill -INT``) asks the run to
+    stop: the loop takes the request before a step's callbacks (``run.stopping``), so that step is a
+    checkpoint step for all of them (the weights checked, then last.pt written: no step is lost) and
+    the run stops as interrupted after it; a request that comes during the callbacks waits for the
+    next step. A second signal stops the run at once. The handler only sets a flag (printing from a
+    signal handler can re-enter a write under way). A single process only: under torchrun every
+    process would have to stop at one step."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.signal_name = None
 
     @contextmanager
     def installed(self, run: RunState):
@@ -163,9 +170,7 @@ class StopOnSignal(Callback):
         def ask(signum, _frame):
             if run.stop_requested:
                 raise KeyboardInterrupt
-            run.stop_requested = True
-            run.say(f"\n[glimpse] {signal.Signals(signum).name}: stopping after this step, with its checkpoint "
-                    f"(send it again to stop at once)")
+            run.stop_requested, self.signal_name = True, signal.Signals(signum).name
         previous = {s: signal.signal(s, ask) for s in self.SIGNALS}
         try:
             yield
@@ -174,7 +179,8 @@ class StopOnSignal(Callback):
                 signal.signal(s, handler)
 
     def after_step(self, run, done, result):
-        if run.stop_requested:  # the callbacks before this one took the step as a checkpoint step
+        if run.stopping:  # the callbacks before this one took the step as a checkpoint step
+            run.say(f"\n[glimpse] {self.signal_name}: stopped after step {done}, with its checkpoint")
             raise KeyboardInterrupt
 
 

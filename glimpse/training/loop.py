@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +124,7 @@ def train(config: TrainConfig, resume: str | Path | None = None, *, quiet: bool 
             with stop.installed(run):
                 for step in run.bar:
                     result = training_step(run.learner, run.optimizer, config, step, run.n_train, run.schedule_steps)
+                    run.stopping = run.stop_requested  # one answer for every callback of this step
                     for callback in callbacks:
                         callback.after_step(run, step + 1, result)
         except KeyboardInterrupt:
@@ -351,8 +352,7 @@ def check_same_model(learner: Learner, resumed: dict, path: Path) -> None:
     """CheckpointError when this version builds the resumed run another model than it trained (a
     field a family gained since, at a new default): the run would change its training midway."""
     family = learner.family
-    theirs, ours = (asdict(family.config(c)) for c in (resumed["model_config"], learner.model_config))
-    changed = {name: (theirs[name], ours[name]) for name in ours if theirs.get(name) != ours[name]}
+    changed = family.config_changes(resumed["model_config"], learner.model_config)
     if changed:
         said = ", ".join(f"{name}={was!r} (now {now!r})" for name, (was, now) in changed.items())
         raise CheckpointError(f"{path}: it was trained as a {family.name} model with {said}; this version would "

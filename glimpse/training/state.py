@@ -58,7 +58,8 @@ class RunState:
     started: float = field(default_factory=time.perf_counter)
     postfix: dict = field(default_factory=dict)
     aside: float = 0.0  # seconds this process spent beside the steps (validation, pictures, checkpoints)
-    stop_requested: bool = False  # a signal asked the run to stop: the step that ends writes last.pt
+    stop_requested: bool = False  # a signal asked the run to stop (set by a signal handler, at any moment)
+    stopping: bool = False  # the request as the loop took it before this step's callbacks: the run stops after them
 
     def is_log_step(self, done: int) -> bool:
         return done % self.config.log_every == 0 or done == self.total_steps
@@ -68,8 +69,8 @@ class RunState:
 
     def is_checkpoint_step(self, done: int) -> bool:
         """A step after which last.pt is written (every --checkpoint-every steps, at validations, and
-        the step a stop was asked in)."""
-        return done % self.config.checkpoint_every == 0 or self.is_validation_step(done) or self.stop_requested
+        the step the run stops after)."""
+        return done % self.config.checkpoint_every == 0 or self.is_validation_step(done) or self.stopping
 
     def seconds(self) -> float:
         """Training seconds so far, earlier sessions of a resumed run included."""
