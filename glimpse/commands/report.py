@@ -157,7 +157,7 @@ def check(args) -> None:
                          f"(got --budget {args.budget}, --max-steps {args.max_steps})")
     for flag, path in (("--runs", args.runs), ("--records", args.records), ("--out", args.out)):
         existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
-        if existing.exists() and not existing.is_dir():
+        if not existing.is_dir():
             raise ValueError(f"{flag} {path}: {'it' if existing == path else existing} is a file, not a directory")
     if args.readme is not None:  # checked before the work, not after it
         text = args.readme.read_text() if args.readme.is_file() else None
