@@ -149,7 +149,7 @@ def test_converged_report_trains_the_families_recipes_in_runs_of_their_own(tmp_p
     assert "states a best-known recipe was trained with it" in text
     assert f"| {RAM.label} | {family.converged_epochs} | 1 |" in text
     ram_row = next(line for line in text.splitlines() if line.startswith(f"| {RAM.label} | {family.converged_epochs}"))
-    assert ": converged (" in ram_row or ": not converged (" in ram_row  # the doubling check's verdict
+    assert ": counts as converged (" in ram_row or ": not converged (" in ram_row  # the doubling check's verdict
     fc_row = next(line for line in text.splitlines() if line.startswith(f"| {FC.label} | {FC.epochs} |"))
     assert "– (short budget)" in fc_row and "not trained" not in fc_row  # no doubling asked of a short budget
     assert f"short budgets of the default report: {FC.label}; {RANDOM.label}." in text  # named from the runs
@@ -326,8 +326,9 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     assert check["doubled_epochs"] == 80 and _doubling_cell(check).endswith("not converged (81 against 46 canvases, p = 0.0024)")
     assert doubling_check(runs(forty, 0.0159), runs(forty, 0.0159))["converged"]
     worse = doubling_check(runs(eighty, 0.0124), runs(forty, 0.0159, epochs=80))  # twice the epochs lost
-    assert worse["converged"] and "reads less right: converged, but the recipe is unsteady" in _doubling_cell(worse)
-    assert "no gain shown: converged" in _doubling_cell(doubling_check(runs(forty, 0.0159), runs(forty, 0.0159)))
+    assert worse["converged"] and "reads less right: counts as converged, but" in _doubling_cell(worse)
+    same = doubling_check(runs(forty, 0.0159), runs(forty, 0.0159))
+    assert "no gain shown: counts as converged" in _doubling_cell(same)
     assert doubling_check(runs(forty, 0.0159), SimpleNamespace(runs=[], seeds=[])) is None
     assert doubling_check(runs(forty, 0.0159, seed=1), runs(eighty, 0.0124)) is None  # seed 0's, not another's
     # with two seeds the doubled run must beat each: seed 1 reads as well as twice the budget (seeds alone
@@ -340,8 +341,9 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     assert check["converged"] and [t["seed"] for t in check["against_seeds"]] == [1]
     assert check["seeds_apart"]["seeds"] == (0, 1) and check["seeds_apart"]["p"] < 0.01
     cell = _doubling_cell(check)
-    assert cell.startswith("seed 0: 1.24 %, reads more right than its own seed only, not than every seed (seeds differ "
-                           "that much): converged (81 against 46 canvases, p = 0.0024; against seed 1: 46 to 46, p = 1")
+    assert cell.startswith("seed 0: 1.24 %, reads more right than its own seed only, not than every seed (seeds "
+                           "differ that much): counts as converged (81 against 46 canvases, p = 0.0024; "
+                           "against seed 1: 46 to 46, p = 1")
     assert "seeds 0 and 1 of the budget: 46 to 81, p = 0.0024" in cell
     worse_seed = lucky.copy()
     worse_seed[:150] = False  # seed 1 misreads more: twice the budget beats both, not converged
@@ -538,7 +540,8 @@ def test_the_sensor_section_names_a_model_its_doubling_check_did_not_settle():
         return SimpleNamespace(experiment=experiment, runs=[{"kind": kind, "train_config": {}}],
                                test_errors=np.array(errors), fresh_errors=lambda: [])
 
-    measured = {"canvas_pixels_touched": 3600, "flops": 1e6, "train_images_per_second": 100.0}
+    measured = {"canvas_pixels_touched": 3600, "flops": 1e6, "train_images_per_second": 100.0,
+                "eval_images_per_second": 400.0}
     mean, sat = by_name("sat-mean"), by_name("sat")
     r = SimpleNamespace(groups=[group(mean, "sat-mean", [0.0175]), group(sat, "sat", [0.0165])],
                         measured={mean.name: measured, sat.name: measured}, tests=[], n_test=10_000,
@@ -549,6 +552,38 @@ def test_the_sensor_section_names_a_model_its_doubling_check_did_not_settle():
     assert f"{sat.label} (" not in text.split("Not converged by the doubling check")[1]
     r.doubling[mean.name] = {"converged": True, "doubled_error": 0.0174}
     assert "Not converged" not in "\n".join(_sensor_against_gradient(r))
+
+
+def test_the_sensor_section_gives_every_pair_and_each_row_against_the_first():
+    """A pair with no difference shown is named with its counts, not hidden behind "no other pair";
+    each row gives its test against the first row from its own side; rows with fewer seeds are named."""
+    from types import SimpleNamespace
+
+    from glimpse.report.document import _sensor_against_gradient
+
+    def group(experiment, kind, errors):
+        return SimpleNamespace(experiment=experiment, runs=[{"kind": kind, "train_config": {}}] * len(errors),
+                               test_errors=np.array(errors), fresh_errors=lambda: [])
+
+    measured = {"canvas_pixels_touched": 3600, "flops": 1e6, "train_images_per_second": 100.0,
+                "eval_images_per_second": 400.0}
+    ram, sat, mean = by_name("ram"), by_name("sat"), by_name("sat-mean")
+    tests = [{"a": ram, "b": sat, "only_a": 117, "only_b": 252, "p_holm": 1e-7},
+             {"a": ram, "b": mean, "only_a": 140, "only_b": 130, "p_holm": 0.78},
+             {"a": sat, "b": mean, "only_a": 140, "only_b": 118, "p_holm": 0.85}]
+    r = SimpleNamespace(groups=[group(ram, "ram", [0.0202, 0.0203]), group(sat, "sat", [0.0133, 0.0137]),
+                                group(mean, "sat-mean", [0.0135])],
+                        measured={e.name: measured for e in (ram, sat, mean)}, tests=tests, n_test=10_000, doubling={})
+    text = "\n".join(_sensor_against_gradient(r))
+    assert f"- **{sat.label}** reads more right than {ram.label} (252 to 117, Holm p < 1e-6)." in text
+    assert (f"- **No difference shown:** {ram.label} and {mean.label} (140 to 130, Holm p = 0.78); "
+            f"{sat.label} and {mean.label} (140 to 118, Holm p = 0.85).") in text
+    rows = {line.split(" | ")[2]: line.split(" | ") for line in text.splitlines()
+            if line.startswith("| ") and " | 3.60 k | " in line}
+    assert rows[ram.label][-2] == "–"  # the reference itself
+    assert rows[sat.label][-2] == "252 / 117, p < 1e-6" and rows[mean.label][-2] == "130 / 140, p = 0.78"
+    assert rows[sat.label][-3] == "400" and rows[mean.label][-1] == "1 |"
+    assert f"With fewer seeds than the other rows: {mean.label}." in text
 
 
 def test_the_headline_interval_counts_canvases_not_canvases_times_seeds():

@@ -146,6 +146,26 @@ def test_a_second_run_on_a_directory_in_use_is_refused_and_a_killed_holder_frees
     assert load_checkpoint(run / "last.pt")["step"] == 2
 
 
+def test_a_run_starting_while_a_report_looks_at_its_lock_is_not_refused(tmp_path):
+    """``live_holder`` holds a shared lock for an instant to look; a run that starts in that instant
+    waits for it instead of being refused as if another run held the directory."""
+    import fcntl
+    import threading
+
+    from glimpse.training.rundir import LOCK_NAME, RunDirectory, RunLocked
+
+    run = tmp_path / "run"
+    RunDirectory(run).acquire().release()
+    look = open(run / LOCK_NAME)
+    fcntl.flock(look, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a look that lasts 0.1 s, not an instant
+    threading.Timer(0.1, lambda: fcntl.flock(look, fcntl.LOCK_UN)).start()
+    held = RunDirectory(run).acquire()
+    look.close()
+    with pytest.raises(RunLocked, match="in use by another run"):  # a run's own lock still refuses
+        RunDirectory(run).acquire()
+    held.release()
+
+
 def test_resume_writes_to_the_directory_given_wherever_the_run_moved(tmp_path, capsys):
     runs = tmp_path / "runs"
     argv = [*QUICK, "--run-dir", str(runs), "--run-name", "m", "--max-steps", "2", "--checkpoint-every", "1"]

@@ -566,15 +566,16 @@ def _runs_section(r: Measured) -> list[str]:
                 *(["twice the epochs (one seed)"] if r.settings.converged else []), "minutes per run (recorded)",
                 "device"], rows),
         "",
-        f"A run passes the noise rule when its best validation accuracy rose over its last 20 % of epochs by "
-        f"no more than {NOISE_ERRORS} standard errors of one validation ({n_val:,} canvases: about "
-        f"{100 * NOISE_ERRORS * math.sqrt(0.98 * 0.02 / n_val):.1f} points at 98 %). A plateau passes it too, "
-        "so --converged also trains seed 0 for twice the epochs (the doubling check; a run of another seed at "
-        "twice the epochs, adopted, serves as well): a budget counts as "
-        "converged unless twice it reads significantly more of the test canvases right than every seed of "
-        "the budget (McNemar, p < 0.05 each: two seeds of one recipe can differ that much by seed alone, and "
-        "the cell gives the budget's two seeds against each other for scale). Where a run did not converge, "
-        "its test error is that budget's, not the model's. The fresh "
+        f"Noise rule: a run passes when its best validation accuracy rose by no more than {NOISE_ERRORS} standard "
+        f"errors of one validation ({n_val:,} canvases: about "
+        f"{100 * NOISE_ERRORS * math.sqrt(0.98 * 0.02 / n_val):.1f} points at 98 %) over its last 20 % of epochs. "
+        "A plateau passes it too, so --converged also trains seed 0 again at twice the epochs (the doubling "
+        "check; an adopted run of another seed at twice the epochs serves as well). The budget counts as "
+        "converged unless that run reads significantly more of the test canvases right than every seed of the "
+        "budget (McNemar, p < 0.05 each), because two seeds of one recipe can differ that much by seed alone; "
+        "the cell gives the budget's two seeds against each other for scale. \"Counts as converged\" means no "
+        "gain was shown, not that none exists. Where a run did not converge, its test error is that budget's, "
+        "not the model's. The fresh "
         f"canvases are {r.n_test:,} more drawn by the same recipe from the test digits with a seed no model "
         "was tuned on: an independent check of the test errors.",
         "",
@@ -592,11 +593,12 @@ def _doubling_cell(check: dict | None) -> str:
     if not check["converged"]:
         verdict = f"reads more right{' than every seed' if others else ''}: not converged"
     elif check["only_a"] > check["only_b"] and check["p"] < 0.05:  # more epochs lost: the recipe, not the budget
-        verdict = "reads less right: converged, but the recipe is unsteady with the budget"
+        verdict = "reads less right: counts as converged, but the recipe is unsteady with the budget"
     elif check["only_b"] > check["only_a"] and check["p"] < 0.05:  # its own seed beaten, not every seed
-        verdict = "reads more right than its own seed only, not than every seed (seeds differ that much): converged"
+        verdict = ("reads more right than its own seed only, not than every seed (seeds differ that much): "
+                   "counts as converged")
     else:
-        verdict = "no gain shown: converged"
+        verdict = "no gain shown: counts as converged"
     said = [f"{check['only_b']} against {check['only_a']} canvases, {p_phrase(check['p'])}",
             *(f"against seed {t['seed']}: {t['only_b']} to {t['only_a']}, {p_phrase(t['p'])}" for t in others)]
     if (apart := check["seeds_apart"]) is not None:
@@ -628,8 +630,9 @@ def _paired_section(r: Measured) -> list[str]:
 def _sensor_against_gradient(r: Measured) -> list[str]:
     """Is hard attention behind because it reads few pixels, or because REINFORCE is a worse
     gradient? One row per model that says what it reads and how it learns where
-    (``Family.sensor_and_gradient``), and the paired tests among them."""
-    rows, labels = [], set()
+    (``Family.sensor_and_gradient``), each with its paired test against the first row, and every
+    paired test among the rows, those that show no difference as well."""
+    rows, experiments = [], []
     for group in r.groups:
         if not group.runs:
             continue
@@ -637,26 +640,40 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         m = r.measured.get(group.experiment.name)
         if described is None or m is None:
             continue
-        labels.add(group.experiment.label)
+        experiments.append(group.experiment)
         rows.append([*described, group.experiment.label, _error_cell(group.test_errors, r.n_test),
                      ", ".join(f"{100 * err:.2f}" for err in group.fresh_errors()) or "–",
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
-                     len(group.runs)])
+                     f"{m['eval_images_per_second']:,.0f}", len(group.runs)])
     if len(rows) < 2:
         return []
+    labels = {e.label for e in experiments}
     tests = [t for t in r.tests if {t["a"].label, t["b"].label} <= labels]
+    reference = experiments[0]
+    for row, experiment in zip(rows, experiments):  # each row against the first, in that row's words
+        test = next((t for t in tests if {t["a"].name, t["b"].name} == {reference.name, experiment.name}), None)
+        row.insert(-1, "–" if test is None else _against_cell(test, experiment))
     beats: dict[str, list[str]] = {}  # one line per model: every row it reads more right than
-    for t in (t for t in tests if t["p_holm"] < 0.05):
+    level = []
+    for t in tests:
         better, worse = (t["a"], t["b"]) if t["only_a"] > t["only_b"] else (t["b"], t["a"])
-        beats.setdefault(better.label, []).append(
-            f"{worse.label} ({max(t['only_a'], t['only_b'])} to {min(t['only_a'], t['only_b'])}, "
-            f"Holm {p_phrase(t['p_holm'])})")
-    said = ("\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
-            + "\n\nNo other pair of these rows is shown to differ." if beats else
-            "No pair of these rows differs by the paired tests: on these runs neither the sensor nor the "
-            "gradient is shown to matter.")
-    unsettled = [g.experiment for g in r.groups if g.experiment.label in labels
-                 and (check := r.doubling.get(g.experiment.name)) is not None and not check["converged"]]
+        counts = f"{max(t['only_a'], t['only_b'])} to {min(t['only_a'], t['only_b'])}, Holm {p_phrase(t['p_holm'])}"
+        if t["p_holm"] < 0.05:
+            beats.setdefault(better.label, []).append(f"{worse.label} ({counts})")
+        else:
+            level.append(f"{better.label} and {worse.label} ({counts})")
+    said = "\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
+    if level:
+        said += ("\n" if said else "") + f"- **No difference shown:** {'; '.join(level)}."
+    if not beats:
+        said += "\n\nNo pair of these rows differs by the paired tests: on these runs neither the sensor nor the " \
+                "gradient is shown to matter."
+    most = max(row[-1] for row in rows)
+    fewer = [e.label for e, row in zip(experiments, rows) if row[-1] < most]
+    if fewer:  # their verdicts rest on fewer runs than the others'
+        said += f"\n\nWith fewer seeds than the other rows: {'; '.join(fewer)}."
+    unsettled = [e for e in experiments
+                 if (check := r.doubling.get(e.name)) is not None and not check["converged"]]
     if unsettled:  # its rows hold its budget's error, not the model's: a verdict on it may change
         said += ("\n\nNot converged by the doubling check (twice the epochs read more right), so these rows give "
                  "their budget's error and any verdict on them may move: "
@@ -667,19 +684,29 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         "## Sensor against gradient",
         "",
         "Hard attention differs from soft attention in two ways at once: it reads a few pixels, and it "
-        "learns where to look by REINFORCE. These rows separate the two: the same retina learning by "
-        "REINFORCE and by backpropagation (its differentiable twin), other soft sensors, and the same "
-        "features with no attention at all. What the measurements say (the paired tests with Holm, over "
-        "every pair of the report, for the pairs among these rows):",
+        "learns where to look by REINFORCE. These rows separate the two: the same glimpse scales and sizes "
+        "learning where to look by REINFORCE and by backpropagation (the differentiable retina, whose boxes "
+        "are not rounded to whole pixels, so it touches a few more), other soft sensors, and the same "
+        "features with no attention at all. The rows' recipes are each family's own. What the paired tests "
+        "say (Holm-adjusted over every pair of the report), for every pair among these rows; \"no difference "
+        "shown\" is not \"equal\":",
         "",
         said,
         "",
         _table(["sensor", "how it learns where to look", "model",
                 "test error % (mean ± sd; 95 % interval over test canvases, seed spread not in it)",
-                f"fresh canvases (seed {FRESH_SEED}) %", "pixels touched / image", "FLOPs / image", "train img/s",
-                "seeds"], rows),
+                f"fresh canvases (seed {FRESH_SEED}) %, per seed", "pixels touched / image", "FLOPs / image",
+                "train img/s", "eval img/s", f"against {reference.label}: canvases this row / it alone reads "
+                "right, Holm p", "seeds"], rows),
         "",
     ]
+
+
+def _against_cell(test: dict, experiment) -> str:
+    """``test`` (a paired test of ``experiment`` and another row) from ``experiment``'s side."""
+    mine, theirs = ((test["only_a"], test["only_b"]) if test["a"].name == experiment.name
+                    else (test["only_b"], test["only_a"]))
+    return f"{mine} / {theirs}, {p_phrase(test['p_holm'])}"
 
 
 def _gradient_section(r: Measured) -> list[str]:

@@ -1,8 +1,8 @@
 """A run owns its directory: an OS-level lock held for the run's life, and no debris.
 
 The lock is ``flock`` on ``<run>/.lock``: the kernel releases it when the process ends, however it
-ends (a ``kill -9`` leaves no stale lock), so a second run on the same directory is refused at
-once with the holder's process id, and a later run may take it over. Under torchrun rank 0
+ends (a ``kill -9`` leaves no stale lock), so a second run on the same directory is refused
+(within half a second) with the holder's process id, and a later run may take it over. Under torchrun rank 0
 holds it for the whole group.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ import errno
 import fcntl
 import os
 import shutil
+import time
 from pathlib import Path
 
 LOCK_NAME = ".lock"
@@ -38,6 +39,20 @@ def live_holder(path: Path) -> str | None:
         return None
 
 
+def _lock_soon(handle, tries: int = 20, wait_s: float = 0.025) -> None:
+    """Take ``handle``'s exclusive lock, trying again for about half a second: :func:`live_holder`
+    holds a shared lock for an instant to look, and a run starting in that instant must not be
+    refused as if another run held the directory."""
+    for attempt in range(tries):
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES) or attempt == tries - 1:
+                raise
+            time.sleep(wait_s)
+
+
 class RunDirectory:
     """``path``, locked for this process while the object lives (``release()`` or process exit)."""
 
@@ -62,7 +77,7 @@ class RunDirectory:
             self.discard_if_new()
             raise ValueError(f"cannot write in run directory {self.path}: {exc.strerror or exc}") from exc
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_soon(handle)
         except OSError as exc:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
