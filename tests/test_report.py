@@ -540,8 +540,8 @@ def test_the_sensor_section_names_a_model_its_doubling_check_did_not_settle():
         return SimpleNamespace(experiment=experiment, runs=[{"kind": kind, "train_config": {}}],
                                test_errors=np.array(errors), fresh_errors=lambda: [])
 
-    measured = {"canvas_pixels_touched": 3600, "flops": 1e6, "train_images_per_second": 100.0,
-                "eval_images_per_second": 400.0}
+    measured = {"canvas_pixels_touched": 3600, "sensor_values": 3600, "flops": 1e6,
+                "train_images_per_second": 100.0, "eval_images_per_second": 400.0}
     mean, sat = by_name("sat-mean"), by_name("sat")
     r = SimpleNamespace(groups=[group(mean, "sat-mean", [0.0175]), group(sat, "sat", [0.0165])],
                         measured={mean.name: measured, sat.name: measured}, tests=[], n_test=10_000,
@@ -565,8 +565,8 @@ def test_the_sensor_section_gives_every_pair_and_each_row_against_the_first():
         return SimpleNamespace(experiment=experiment, runs=[{"kind": kind, "train_config": {}}] * len(errors),
                                test_errors=np.array(errors), fresh_errors=lambda: [])
 
-    measured = {"canvas_pixels_touched": 3600, "flops": 1e6, "train_images_per_second": 100.0,
-                "eval_images_per_second": 400.0}
+    measured = {"canvas_pixels_touched": 3600, "sensor_values": 3600, "flops": 1e6,
+                "train_images_per_second": 100.0, "eval_images_per_second": 400.0}
     ram, sat, mean = by_name("ram"), by_name("sat"), by_name("sat-mean")
     tests = [{"a": ram, "b": sat, "only_a": 117, "only_b": 252, "p_holm": 1e-7},
              {"a": ram, "b": mean, "only_a": 140, "only_b": 130, "p_holm": 0.78},

@@ -643,8 +643,8 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         experiments.append(group.experiment)
         rows.append([*described, group.experiment.label, _error_cell(group.test_errors, r.n_test),
                      ", ".join(f"{100 * err:.2f}" for err in group.fresh_errors()) or "–",
-                     _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
-                     f"{m['eval_images_per_second']:,.0f}", len(group.runs)])
+                     _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]), _si(m["flops"]),
+                     f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}", len(group.runs)])
     if len(rows) < 2:
         return []
     labels = {e.label for e in experiments}
@@ -695,7 +695,8 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         "",
         _table(["sensor", "how it learns where to look", "model",
                 "test error % (mean ± sd; 95 % interval over test canvases, seed spread not in it)",
-                f"fresh canvases (seed {FRESH_SEED}) %, per seed", "pixels touched / image", "FLOPs / image",
+                f"fresh canvases (seed {FRESH_SEED}) %, per seed", "pixels touched / image",
+                "values the model receives from the image", "FLOPs / image",
                 "train img/s", "eval img/s", f"against {reference.label}: canvases this row / it alone reads "
                 "right, Holm p", "seeds"], rows),
         "",
