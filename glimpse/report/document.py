@@ -662,16 +662,18 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
             beats.setdefault(better.label, []).append(f"{worse.label} ({counts})")
         else:
             level.append(f"{better.label} and {worse.label} ({counts})")
-    said = "\n".join(f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items())
+    bullets = [f"- **{label}** reads more right than {'; '.join(worse)}." for label, worse in beats.items()]
     if level:
-        said += ("\n" if said else "") + f"- **No difference shown:** {'; '.join(level)}."
+        bullets.append(f"- **No difference shown:** {'; '.join(level)}.")
+    paragraphs = ["\n".join(bullets)] if bullets else []
     if not beats:
-        said += "\n\nNo pair of these rows differs by the paired tests: on these runs neither the sensor nor the " \
-                "gradient is shown to matter."
+        paragraphs.append("No pair of these rows differs by the paired tests: on these runs neither the sensor nor "
+                          "the gradient is shown to matter.")
     most = max(row[-1] for row in rows)
     fewer = [e.label for e, row in zip(experiments, rows) if row[-1] < most]
     if fewer:  # their verdicts rest on fewer runs than the others'
-        said += f"\n\nWith fewer seeds than the other rows: {'; '.join(fewer)}."
+        paragraphs.append(f"With fewer seeds than the other rows: {'; '.join(fewer)}.")
+    said = "\n\n".join(paragraphs)
     unsettled = [e for e in experiments
                  if (check := r.doubling.get(e.name)) is not None and not check["converged"]]
     if unsettled:  # its rows hold its budget's error, not the model's: a verdict on it may change
