@@ -7,6 +7,8 @@ process group. gloo is the backend on CPU, NCCL on GPUs.
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -103,4 +105,26 @@ def cleanup(finished: bool = False) -> None:
         return
     if finished and world_size() > 1:
         dist.barrier()
+    gloo = dist.get_backend() == "gloo"
     dist.destroy_process_group()
+    if gloo:
+        _wait_for_gloo_threads()
+
+
+def _wait_for_gloo_threads(timeout_s: float = 2.0) -> None:
+    """Give gloo's event loop a moment to end. When a peer has hung up first, the last reference to
+    the transport is dropped on that loop's own thread, which cannot join itself and ends a little
+    later: still running at interpreter shutdown, it can abort the process (a rare SIGABRT of a
+    rank that had finished). Threads are seen by name in /proc (Linux); elsewhere this returns."""
+    tasks = Path("/proc/self/task")
+    deadline = time.monotonic() + timeout_s
+    while tasks.is_dir() and time.monotonic() < deadline:
+        names = []
+        for task in tasks.iterdir():
+            try:
+                names.append((task / "comm").read_text())
+            except OSError:  # the thread ended while we looked
+                pass
+        if not any(name.startswith("gloo") for name in names):
+            return
+        time.sleep(0.005)
