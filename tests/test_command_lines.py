@@ -35,6 +35,9 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys):
     ("make_canvases", ["--seed", str(2**64), "--out", "x.npz"], "--seed must be >= 0 and below 2**63"),
     ("make_mnist_subset", ["--data-dir", "/nonexistent", "--out", ""], "--out must name a .npz file"),
     ("quickstart_block", ["--data-dir", "/nonexistent"], "train.py exited 2: error: no MNIST in /nonexistent"),
+    ("comparisons", [], "nothing to do: give --add A B or --check"),
+    ("comparisons", ["--check", "--canvas-seed", "1"], "--canvas-seed applies to --add"),
+    ("comparisons", ["--add", "/etc/passwd", "checkpoints/sat-cluttered60.pt"], "is outside the clone"),
 ])
 def test_scripts_refuse_bad_input_in_one_line(name, argv, message, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
@@ -87,3 +90,27 @@ def test_a_written_file_is_whole_or_as_it_was(tmp_path):
     path.chmod(0o640)
     write_text(path, "kept mode")
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_stored_comparison_is_scored_as_evaluate_scores_it_replaced_not_doubled_and_checked(tmp_path, capsys,
+                                                                                               monkeypatch):
+    import json
+
+    from glimpse.evaluation import compare_checkpoints
+
+    comparisons = script("comparisons")
+    monkeypatch.setattr(comparisons, "LEDGER", tmp_path / "comparisons.json")
+    monkeypatch.chdir(ROOT)
+    pair = ["checkpoints/sat-cluttered60.pt", "checkpoints/stn-cluttered60.pt"]
+    for _ in range(2):  # the same pair again replaces its entry
+        assert comparisons.main(["--add", *pair, "--data-dir", "bundled"]) == 0
+    [entry] = json.loads((tmp_path / "comparisons.json").read_text())["comparisons"]
+    test = compare_checkpoints(*pair, data_dir="bundled", progress=False)
+    assert (entry["only_a"], entry["only_b"], entry["p"]) == (test["only_a"], test["only_b"], test["p"])
+    assert entry["command"] == f"python evaluate.py --checkpoint {pair[0]} --against {pair[1]}"
+    assert comparisons.main(["--check", "--data-dir", "bundled"]) == 0
+    assert "same: python evaluate.py" in capsys.readouterr().out
+    entry["only_a"] += 1  # a stored result the checkpoints no longer give
+    (tmp_path / "comparisons.json").write_text(json.dumps({"comparisons": [entry]}))
+    assert comparisons.main(["--check", "--data-dir", "bundled"]) == 1
+    assert "CHANGED" in capsys.readouterr().out
