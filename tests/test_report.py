@@ -658,7 +658,7 @@ def test_a_run_another_process_trains_is_left_to_it_not_failed(tmp_path, capsys)
     held = RunDirectory(runs / "fc-seed0").acquire()  # this process stands for the other one
     try:
         assert live_holder(runs / "fc-seed0") == str(os.getpid())
-        assert train_missing([RunRequest(FC, 0, 4)], runs, max_steps=2, data_dir="bundled") == []
+        assert train_missing([RunRequest(FC, 0, 4)], runs, max_steps=2, data_dir="bundled") == ([], ["fc-seed0"])
         assert "fc-seed0: being trained by another process" in capsys.readouterr().err
         assert not (runs / "fc-seed0" / "best.pt").exists() and not (runs / "fc-seed0.log").exists()
     finally:
@@ -692,3 +692,17 @@ def test_a_run_of_a_model_its_recipe_no_longer_builds_is_left_out(tmp_path, caps
     settings = ReportSettings(tmp_path / "other", tmp_path / "out", (0,), "bundled", max_steps=2)
     with pytest.raises(ValueError, match="where_gradient=False, which its recipe no longer builds"):
         adopt_checkpoints(settings, [best], [RunRequest(diff, 0, 4)])
+
+
+def test_the_report_warns_when_it_builds_without_runs_another_process_holds(tmp_path, monkeypatch, capsys):
+    """``report.py --train`` beside another process training one of its runs: the report is built
+    without that run (listed as not trained), and the command says so at its end rather than
+    ending as if every run were in."""
+    from glimpse.commands import report
+
+    monkeypatch.setattr(report, "train_missing", lambda *args, **kwargs: ([], ["fc-seed0"]))
+    monkeypatch.setattr(report, "build_report", lambda settings: tmp_path / "out" / "compare.md")
+    assert report.main(["--train", "--models", "fc", "--seeds", "1", "--data-dir", "bundled",
+                        "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "1 run(s) were being trained by another process and are reported as not trained: fc-seed0" in err

@@ -183,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         adoptable = requests(args) + doubled_requests(args, range(1, args.seeds))
         for name, checkpoint in adopt_checkpoints(settings, args.adopt, adoptable):
             print(f"[report] {name}: adopted {checkpoint}", file=sys.stderr)
+        left = []  # runs another process is training: the report lists them as not trained
         if args.train:
-            failed = train_missing(to_train(args), args.runs, jobs=args.jobs, threads=args.threads,
+            failed, left = train_missing(to_train(args), args.runs, jobs=args.jobs, threads=args.threads,
                                    max_steps=args.max_steps, data_dir=args.data_dir, records_dir=args.records,
                                    on_finished=lambda r: keep_record(settings, r.experiment, r.seed))
             if failed:
@@ -204,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted: finished runs and their records are kept; the same command goes on from there",
               file=sys.stderr)
         return 130
+    if left:
+        print(f"warning: {len(left)} run(s) were being trained by another process and are reported as not "
+              f"trained: {', '.join(left)}. Run the same command again once they finish", file=sys.stderr)
     print(f"report: {path}")
     return 0
 

@@ -121,12 +121,13 @@ def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_step
 
 def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, threads: int = 1,
                   max_steps: int = 0, data_dir: str | None = None, quiet: bool = False,
-                  records_dir: Path | None = None, on_finished=None) -> list[str]:
+                  records_dir: Path | None = None, on_finished=None) -> tuple[list[str], list[str]]:
     """Train every request whose run is not finished (nor kept as a record in ``records_dir``),
     ``jobs`` at a time, each process with ``threads`` torch threads; each run's output goes to
     ``<runs>/<name>.log``, and ``on_finished(request)`` is called as each run ends well. A run that
     another process is training (a second report on the same folder, a train.py --resume) is left
-    to it, not counted as failed. Returns the names of runs that failed (their logs say why)."""
+    to it, not counted as failed. Returns the names of the runs that failed (their logs say why) and
+    of those left to another process."""
     runs_dir.mkdir(parents=True, exist_ok=True)
     finished = {r.name: finished_run(runs_dir / r.name, records_dir, max_steps) for r in requests}
     conflicts = [f"{r.name} ({run['train_config']['epochs']} epochs, the budget asks {r.epochs})" for r in requests
@@ -146,7 +147,7 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
     if started:
         raise ValueError(f"runs in {runs_dir} were started for another budget: {'; '.join(started)}. Finish them at "
                          f"their own (train.py --resume), delete them, or choose another --runs folder")
-    failed = []
+    failed, left = [], []
     tell = (lambda message: None) if quiet else say
     if todo:
         tell(f"[report] {len(todo)} of {len(requests)} runs to train, {max(1, jobs)} at a time; "
@@ -155,6 +156,7 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
     def run(request: RunRequest) -> None:
         if (holder := live_holder(runs_dir / request.name)) is not None:
             tell(f"[report] {request.name}: being trained by another process ({holder}); left to it")
+            left.append(request.name)
             return
         command = train_command(request, runs_dir, threads=threads, max_steps=max_steps, data_dir=data_dir)
         log_path = runs_dir / f"{request.name}.log"
@@ -171,6 +173,7 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
             raise KeyboardInterrupt
         if result.returncode != 0 and (holder := live_holder(runs_dir / request.name)) is not None:
             tell(f"[report] {request.name}: taken by another process ({holder}) as it started; left to it")
+            left.append(request.name)
         elif result.returncode != 0:
             failed.append(request.name)
             tell(f"[report] {request.name}: failed after {minutes:.1f} min, see {log_path}")
@@ -184,4 +187,4 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
             ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for _ in pool.map(lambda r: (run(r), bar.update(1)), todo):
             pass
-    return failed
+    return failed, left
