@@ -38,7 +38,7 @@ def draw_attention(canvas, attention, label=None, prediction=None, upscale: int 
         picture = overlay_attention(canvas, maps, upscale, cells=attention.map_cells)
     else:
         picture = draw_box_path(canvas, attention.centres, finest_and_last(attention.boxes), upscale,
-                                snap_to_retina=attention.box_rule == "retina")
+                                snap_to_retina=attention.snap_to_retina)
         if attention.glimpses is not None and not compact:
             picture = side_by_side([picture, glimpse_grid(attention.glimpses, height=picture.shape[1])])
     if label is None and prediction is None:

@@ -96,6 +96,9 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
         assert isinstance(attention, Attention) and attention.centres.shape[0] == 6
         assert attention.centres.shape[-1] == 2 and attention.centres.abs().max() <= 1
         assert (attention.boxes is not None) or (attention.maps is not None)
+        # only a hard model reads whole pixels (envs.retina); the differentiable retina's boxes fall between them
+        assert attention.snap_to_retina == (family.mode == "hard") and attention[:2].cpu().snap_to_retina == \
+            attention.snap_to_retina
         one = where_it_looks(family, learner.model, learner.task, test.images[:2], test.labels[:2])
         assert len(one) == 2 and one[0].dtype == np.uint8 and one[0].shape[0] == 3
         assert list(drawn) == ["attention/where_it_looks"] and drawn["attention/where_it_looks"].shape[0] == 3

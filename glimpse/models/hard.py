@@ -86,7 +86,7 @@ class HardFamily(Family):
                             first_locations=draws.get("first_locations"), location_noise=draws.get("noise"))
         widths = torch.tensor([task["glimpse_size"] * 2**s for s in range(task["n_scales"])], dtype=torch.float32)
         boxes = widths.expand(*rollout.locations.shape[:2], -1)
-        attention = Attention(rollout.locations, boxes, glimpses=rollout.glimpses, box_rule="retina")
+        attention = Attention(rollout.locations, boxes, glimpses=rollout.glimpses, snap_to_retina=True)
         return Look(rollout.logits, attention, rollout)
 
     def evaluation_draws(self, model: nn.Module, task: dict, n: int, seed: int, sample: bool) -> dict | None:

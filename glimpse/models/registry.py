@@ -26,7 +26,7 @@ for TensorBoard and the report.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -74,18 +74,18 @@ class Attention:
     boxes: torch.Tensor | None = None
     maps: torch.Tensor | None = None
     glimpses: torch.Tensor | None = None
-    box_rule: str = "continuous"  # "retina": boxes snap to pixels as envs.retina reads them
+    snap_to_retina: bool = False  # its boxes lie on whole pixels, as envs.retina reads them
     map_cells: tuple[float, float] | None = None
 
     def cpu(self) -> "Attention":
         move = lambda x: None if x is None else x.detach().cpu()  # noqa: E731
-        return Attention(move(self.centres), move(self.boxes), move(self.maps), move(self.glimpses), self.box_rule,
-                         self.map_cells)
+        return replace(self, centres=move(self.centres), boxes=move(self.boxes), maps=move(self.maps),
+                       glimpses=move(self.glimpses))
 
     def __getitem__(self, index) -> "Attention":
         pick = lambda x: None if x is None else x[index]  # noqa: E731
-        return Attention(pick(self.centres), pick(self.boxes), pick(self.maps), pick(self.glimpses), self.box_rule,
-                         self.map_cells)
+        return replace(self, centres=pick(self.centres), boxes=pick(self.boxes), maps=pick(self.maps),
+                       glimpses=pick(self.glimpses))
 
 
 @dataclass
