@@ -209,6 +209,13 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
     runs_table = (out / "compare.md").read_text().split("## Runs and budgets")[1]
     assert "adopted from `best.pt`" in next(line for line in runs_table.splitlines() if line.startswith(f"| {RAM.label} |"))
     assert report.main([*argv, "--adopt", str(adopted)]) == 0  # again: nothing to do
+    # a raised budget keeps the run's name: the old budget's record is named to delete, not taken as the new one's
+    capsys.readouterr()
+    raised = ["--budget", str((RAM.epochs + 1) / RAM.epochs)]
+    assert report.main([*argv, *raised, "--adopt", str(elsewhere / "other" / "best.pt")]) == 2
+    err = capsys.readouterr().err
+    assert f"at {RAM.epochs} epochs, and the budget asks {RAM.epochs + 1}; delete " in err and "ram-seed0.pt" in err
+    assert read_record(out / "records" / "ram-seed0.pt")["adopted_from"] == "best.pt"  # left as it was
     assert (out / "where_they_look.png").exists()
     # a shipped checkpoint (one in the checkpoints/ folder where the report runs) keeps its weights
     # there: the gallery reads them while it is the same file

@@ -35,7 +35,7 @@ from glimpse.report.measurements import (
 )
 from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, file_sha256, make_record, record_path,
                                     write_record)
-from glimpse.report.runs import RunRequest, budget_epochs, finished_run, rebuilt_changes, step_cap
+from glimpse.report.runs import RunRequest, budget_epochs, finished_at, finished_run, rebuilt_changes, step_cap
 from glimpse.training.config import recipe_command, resolve_config
 from glimpse.viz import where_it_looks
 
@@ -300,8 +300,14 @@ def _adoption(settings: ReportSettings, checkpoint: Path, wanted: list[RunReques
                          f"{epochs} epochs){hint}. The report's runs of {payload['kind']}: "
                          f"{'; '.join(same_model) or 'none'}")
     kept = finished_run(settings.runs_dir / request.name, settings.records, settings.max_steps)
-    if kept is not None and kept.get("adopted_from") == _portable(checkpoint):
+    if (kept is not None and kept.get("adopted_from") == _portable(checkpoint)
+            and kept.get("adopted_sha256") == file_sha256(checkpoint)):  # the name alone: two best.pt elsewhere
         return request, None  # adopted before
+    if kept is not None and (kept_epochs := kept["train_config"]["epochs"]) != request.epochs:
+        # a raised budget keeps its run names: the old budget's run is not this one's, nor replaced unasked
+        held = finished_at(settings.runs_dir / request.name, settings.records)
+        raise ValueError(f"--adopt {checkpoint}: the report holds its run {request.name} at {kept_epochs} epochs, and "
+                         f"the budget asks {request.epochs}; delete {held} (the old budget's run) and adopt again")
     if kept is not None:
         raise ValueError(f"--adopt {checkpoint}: the report has its run {request.name} already")
     return request, payload

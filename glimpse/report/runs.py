@@ -84,6 +84,12 @@ def step_cap(payload: dict) -> int:
     return int(payload["train_config"].get("max_steps") or 0)
 
 
+def finished_at(run_dir: Path, records_dir: Path | None) -> Path:
+    """Where :func:`finished_run` reads the run from: its directory when that holds a finished
+    checkpoint, else its record."""
+    return run_dir if _finished_checkpoint(run_dir) is not None else record_path(records_dir, run_dir.name)
+
+
 def _finished_checkpoint(run_dir: Path) -> dict | None:
     try:
         payload = load_checkpoint(run_dir / "best.pt")
