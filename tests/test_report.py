@@ -209,6 +209,14 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
     runs_table = (out / "compare.md").read_text().split("## Runs and budgets")[1]
     assert "adopted from `best.pt`" in next(line for line in runs_table.splitlines() if line.startswith(f"| {RAM.label} |"))
     assert report.main([*argv, "--adopt", str(adopted)]) == 0  # again: nothing to do
+    # another file of the same run is refused, naming where the report holds it and what to do
+    (elsewhere / "again").mkdir()
+    save_checkpoint(elsewhere / "again" / "best.pt", {**load_checkpoint(adopted), "step": 1})
+    capsys.readouterr()
+    assert report.main([*argv, "--adopt", str(elsewhere / "again" / "best.pt")]) == 2
+    err = capsys.readouterr().err
+    assert f"has its run ram-seed0 already, in {out / 'records' / 'ram-seed0.pt'}" in err and "without --adopt" in err
+    assert read_record(out / "records" / "ram-seed0.pt")["adopted_from"] == "best.pt"  # left as it was
     # a raised budget keeps the run's name: the old budget's record is named to delete, not taken as the new one's
     capsys.readouterr()
     raised = ["--budget", str((RAM.epochs + 1) / RAM.epochs)]

@@ -309,7 +309,9 @@ def _adoption(settings: ReportSettings, checkpoint: Path, wanted: list[RunReques
         raise ValueError(f"--adopt {checkpoint}: the report holds its run {request.name} at {kept_epochs} epochs, and "
                          f"the budget asks {request.epochs}; delete {held} (the old budget's run) and adopt again")
     if kept is not None:
-        raise ValueError(f"--adopt {checkpoint}: the report has its run {request.name} already")
+        held = finished_at(settings.runs_dir / request.name, settings.records)
+        raise ValueError(f"--adopt {checkpoint}: the report has its run {request.name} already, in {held}; "
+                         f"rebuild without --adopt to keep that one, or move it away and adopt again")
     return request, payload
 
 
