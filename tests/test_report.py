@@ -334,11 +334,12 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     forty[:81] = False
     eighty[100:146] = False
     def runs(r, error, seed=0, epochs=40):
-        return SimpleNamespace(runs=[{"train_config": {"epochs": epochs}}], seeds=[seed], right=lambda index: r,
+        return SimpleNamespace(runs=[{"train_config": {"epochs": epochs}}], seeds=[seed],
+                               right=lambda index, canvas_seed=None: r,
                                test_errors=np.array([error]))
     check = doubling_check(runs(forty, 0.0159), runs(eighty, 0.0124, epochs=80))
     assert not check["converged"] and check["p"] < 0.01 and check["doubled_error"] == 0.0124
-    assert check["doubled_epochs"] == 80 and _doubling_cell(check).endswith("not converged (81 against 46 canvases, p = 0.0024)")
+    assert check["doubled_epochs"] == 80 and "not converged (81 against 46 canvases, p = 0.0024); on fresh canvases, reads more right there (81 against 46, p = 0.0024)" in _doubling_cell(check)
     assert doubling_check(runs(forty, 0.0159), runs(forty, 0.0159))["converged"]
     worse = doubling_check(runs(eighty, 0.0124), runs(forty, 0.0159, epochs=80))  # twice the epochs lost
     assert worse["converged"] and "reads less right: counts as converged, but" in _doubling_cell(worse)
@@ -351,7 +352,7 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     lucky = right.copy()
     lucky[200:246] = False
     two = SimpleNamespace(runs=[{"train_config": {"epochs": 40}}] * 2, seeds=[0, 1], test_errors=np.array([0.0081, 0.0046]),
-                          right=lambda index: (forty, lucky)[index])
+                          right=lambda index, canvas_seed=None: (forty, lucky)[index])
     check = doubling_check(two, runs(eighty, 0.0124, epochs=80))
     assert check["converged"] and [t["seed"] for t in check["against_seeds"]] == [1]
     assert check["seeds_apart"]["seeds"] == (0, 1) and check["seeds_apart"]["p"] < 0.01
@@ -362,9 +363,29 @@ def test_convergence_allows_for_the_validation_noise_and_a_plateau_is_caught_by_
     assert "seeds 0 and 1 of the budget: 46 to 81, p = 0.0024" in cell
     worse_seed = lucky.copy()
     worse_seed[:150] = False  # seed 1 misreads more: twice the budget beats both, not converged
-    check = doubling_check(SimpleNamespace(**{**vars(two), "right": lambda index: (forty, worse_seed)[index]}),
-                           runs(eighty, 0.0124, epochs=80))
+    check = doubling_check(SimpleNamespace(**{**vars(two), "right": lambda index, canvas_seed=None:
+                                              (forty, worse_seed)[index]}), runs(eighty, 0.0124, epochs=80))
     assert not check["converged"] and "reads more right than every seed: not converged" in _doubling_cell(check)
+    assert check["fresh"]["more_right"] and "; on fresh canvases, reads more right than every seed there (81 " in \
+        _doubling_cell(check)
+    # the fresh canvases are shown beside the verdict, not in it: a gain there alone leaves the budget converged
+    fresh_gain = SimpleNamespace(**{**vars(two), "right": lambda index, canvas_seed=None:
+                                    (worse_seed if canvas_seed else (forty, lucky)[index])})
+    check = doubling_check(fresh_gain, runs(eighty, 0.0124, epochs=80))
+    assert check["converged"] and check["fresh"]["more_right"]
+    assert [t["seed"] for t in check["fresh"]["tests"]] == [0, 1] and check["fresh"]["tests"][0]["only_b"] == 150
+    cell = _doubling_cell(check)
+    assert "counts as converged (" in cell and cell.endswith(
+        "; on fresh canvases, reads more right than every seed there (150 against 0, p < 1e-6; against seed 1: "
+        "150 to 0, p < 1e-6)")
+    assert "no gain over every seed shown there" in _doubling_cell(doubling_check(two, runs(eighty, 0.0124, epochs=80)))
+
+    def record_without_fresh(index, canvas_seed=None):  # a record scored before the fresh canvases were
+        if canvas_seed is not None:
+            raise ValueError("no results on the fresh canvases")
+        return (forty, lucky)[index]
+    check = doubling_check(SimpleNamespace(**{**vars(two), "right": record_without_fresh}), runs(eighty, 0.0124, epochs=80))
+    assert check["fresh"] is None and "fresh" not in _doubling_cell(check)
 
 
 def test_time_to_threshold_reads_the_learning_curve():

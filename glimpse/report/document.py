@@ -581,7 +581,9 @@ def _runs_section(r: Measured) -> list[str]:
         "check; an adopted run of another seed at twice the epochs serves as well). The budget counts as "
         "converged unless that run reads significantly more of the test canvases right than every seed of the "
         "budget (McNemar, p < 0.05 each), because two seeds of one recipe can differ that much by seed alone; "
-        "the cell gives the budget's two seeds against each other for scale. \"Counts as converged\" means no "
+        "the cell gives the budget's two seeds against each other for scale, and the same tests on the fresh "
+        "canvases, which the rule leaves out (it was fixed on the test canvases before any check ran), so that a "
+        "verdict the fresh canvases disagree with shows. \"Counts as converged\" means no "
         "gain was shown, not that none exists. Where a run did not converge, its test error is that budget's, "
         "not the model's. The fresh "
         f"canvases are {r.n_test:,} more drawn by the same recipe from the test digits with a seed no model "
@@ -612,7 +614,15 @@ def _doubling_cell(check: dict | None) -> str:
     if (apart := check["seeds_apart"]) is not None:
         said.append(f"seeds {apart['seeds'][0]} and {apart['seeds'][1]} of the budget: {apart['only_a']} to "
                     f"{apart['only_b']}, {p_phrase(apart['p'])}")
-    return f"seed {check['seed']}: {100 * check['doubled_error']:.2f} %, {verdict} ({'; '.join(said)})"
+    cell = f"seed {check['seed']}: {100 * check['doubled_error']:.2f} %, {verdict} ({'; '.join(said)})"
+    if (fresh := check.get("fresh")) is not None:
+        own, *rest = fresh["tests"]
+        counts = [f"{own['only_b']} against {own['only_a']}, {p_phrase(own['p'])}",
+                  *(f"against seed {t['seed']}: {t['only_b']} to {t['only_a']}, {p_phrase(t['p'])}" for t in rest)]
+        every = " than every seed" if rest else ""
+        shown = f"reads more right{every} there" if fresh["more_right"] else f"no gain{' over every seed' if rest else ''} shown there"
+        cell += f"; on fresh canvases, {shown} ({'; '.join(counts)})"
+    return cell
 
 
 def _paired_section(r: Measured) -> list[str]:

@@ -231,19 +231,35 @@ def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | No
     budget, not only its own; and the doubled run's seed is tested against the next seed of the
     budget (``seeds_apart``), the size of a difference seeds alone make. "Converged" means no gain shown,
     not that there is none. A doubled run that reads significantly less right than its own seed
-    counts as converged too (more epochs did not help), and the report says so. None when the
+    counts as converged too (more epochs did not help), and the report says so. The same tests on
+    the fresh canvases come with it (``fresh``: each seed's test, and whether twice the budget reads
+    more right than every seed there; None where a record lacks them): shown beside the verdict, not
+    part of it, since the rule was fixed on the test canvases before any check was run. None when the
     ``seed`` run or its doubled run is missing."""
     if seed not in run.seeds or seed not in doubled.seeds:
         return None
     twice = doubled.seeds.index(seed)
     order = [run.seeds.index(seed), *(i for i, s in enumerate(run.seeds) if s != seed)]  # its own seed first
-    tests = [{**mcnemar(run.right(i), doubled.right(twice)), "seed": run.seeds[i]} for i in order]
-    better = all(t["only_b"] > t["only_a"] and t["p"] < 0.05 for t in tests)
+    tests, better = _against_each_seed(run, doubled, order, twice)
+    try:
+        fresh_tests, fresh_better = _against_each_seed(run, doubled, order, twice, FRESH_SEED)
+        fresh = {"tests": fresh_tests, "more_right": fresh_better}
+    except ValueError:  # a record kept from before the fresh canvases were scored
+        fresh = None
     apart = {**mcnemar(run.right(order[0]), run.right(order[1])), "seeds": (run.seeds[order[0]], run.seeds[order[1]])} \
         if len(order) > 1 else None
-    return {**tests[0], "against_seeds": tests[1:], "seeds_apart": apart, "converged": not better,
+    return {**tests[0], "against_seeds": tests[1:], "seeds_apart": apart, "converged": not better, "fresh": fresh,
             "doubled_error": float(doubled.test_errors[twice]),
             "doubled_epochs": int(doubled.runs[twice]["train_config"]["epochs"])}
+
+
+def _against_each_seed(run: SeedRuns, doubled: SeedRuns, order: list[int], twice: int,
+                       canvas_seed: int | None = None) -> tuple[list[dict], bool]:
+    """McNemar of the doubled run against each of the budget's runs in ``order``, on the fixed test
+    canvases or fresh ones drawn from ``canvas_seed``, and whether it reads more right than every one."""
+    tests = [{**mcnemar(run.right(i, canvas_seed), doubled.right(twice, canvas_seed)), "seed": run.seeds[i]}
+             for i in order]
+    return tests, all(t["only_b"] > t["only_a"] and t["p"] < 0.05 for t in tests)
 
 
 def time_to_threshold(seed_runs: SeedRuns, threshold: float) -> dict:
