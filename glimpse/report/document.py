@@ -609,20 +609,23 @@ def _doubling_cell(check: dict | None) -> str:
                    "counts as converged")
     else:
         verdict = "no gain shown: counts as converged"
-    said = [f"{check['only_b']} against {check['only_a']} canvases, {p_phrase(check['p'])}",
-            *(f"against seed {t['seed']}: {t['only_b']} to {t['only_a']}, {p_phrase(t['p'])}" for t in others)]
+    said = _against_seeds(check, others, " canvases")
     if (apart := check["seeds_apart"]) is not None:
         said.append(f"seeds {apart['seeds'][0]} and {apart['seeds'][1]} of the budget: {apart['only_a']} to "
                     f"{apart['only_b']}, {p_phrase(apart['p'])}")
     cell = f"seed {check['seed']}: {100 * check['doubled_error']:.2f} %, {verdict} ({'; '.join(said)})"
     if (fresh := check.get("fresh")) is not None:
         own, *rest = fresh["tests"]
-        counts = [f"{own['only_b']} against {own['only_a']}, {p_phrase(own['p'])}",
-                  *(f"against seed {t['seed']}: {t['only_b']} to {t['only_a']}, {p_phrase(t['p'])}" for t in rest)]
         every = " than every seed" if rest else ""
-        shown = f"reads more right{every} there" if fresh["more_right"] else f"no gain{' over every seed' if rest else ''} shown there"
-        cell += f"; on fresh canvases, {shown} ({'; '.join(counts)})"
+        shown = f"reads more right{every}" if fresh["more_right"] else f"no gain{' over every seed' if rest else ''} shown"
+        cell += f"; on fresh canvases, {shown} there ({'; '.join(_against_seeds(own, rest))})"
     return cell
+
+
+def _against_seeds(own: dict, others: list[dict], unit: str = "") -> list[str]:
+    """The doubled run's McNemar counts against its own seed, then against each other seed."""
+    return [f"{own['only_b']} against {own['only_a']}{unit}, {p_phrase(own['p'])}",
+            *(f"against seed {t['seed']}: {t['only_b']} to {t['only_a']}, {p_phrase(t['p'])}" for t in others)]
 
 
 def _paired_section(r: Measured) -> list[str]:

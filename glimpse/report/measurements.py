@@ -244,7 +244,7 @@ def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | No
     try:
         fresh_tests, fresh_better = _against_each_seed(run, doubled, order, twice, FRESH_SEED)
         fresh = {"tests": fresh_tests, "more_right": fresh_better}
-    except ValueError:  # a record kept from before the fresh canvases were scored
+    except ValueError:  # a record that holds no results on the fresh canvases (nor weights to score them)
         fresh = None
     apart = {**mcnemar(run.right(order[0]), run.right(order[1])), "seeds": (run.seeds[order[0]], run.seeds[order[1]])} \
         if len(order) > 1 else None
