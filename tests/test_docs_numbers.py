@@ -51,6 +51,8 @@ PAIRED = re.compile(r"(\d+(?:,\d{3})*) (?:canvases )?to (\d+(?:,\d{3})*)(?: (?:f
 # Quoted pairs whose checkpoints or records the clone no longer holds, so no stored result backs them.
 SAT_80 = ("the Show-Attend-Tell family's 80-epoch records, removed when its budget went to 160 "
           "(git log -- reports/converged/records/sat-converged-x2-seed0.pt)")
+DRAM_80 = ("DRAM's 80-epoch seed 1 record, removed when the family's budget went to 160 "
+           "(git show ee8fd0a:reports/converged/records/dram-converged-seed1.pt); its seed 0 ships as dram-cluttered60.pt")
 NOT_KEPT = {
     ("94", "91", "0.88"): "DRAM's 20-epoch restart on 60x60 (not kept)",
     ("72", "40", "0.0032"): "the 40-epoch records, removed in 0f20bd9 (git show 0f20bd9^:reports/converged/records/...)",
@@ -68,6 +70,9 @@ NOT_KEPT = {
     ("80", "57", "0.06"): SAT_80,
     ("84", "36", "1.4e-5"): SAT_80,
     ("87", "53", "0.0051"): SAT_80,
+    ("152", "74", "2.3e-7"): DRAM_80,
+    ("137", "72", "8.2e-6"): DRAM_80,
+    ("130", "125", "0.80"): DRAM_80,
 }
 
 
