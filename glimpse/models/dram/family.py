@@ -28,7 +28,7 @@ class DRAMFamily(HardFamily):
     quick_recipe = {"preset": "mnist28", "epochs": 2, "batch_size": 64, "lr": 3e-3, "reinforce_samples": 2}
     converged_recipe = {"location_std": 0.25, "location_std_final": 0.1, "reinforce_into_core": 0.1,
                         "reinforce_samples": 4}
-    # RAM's 80 epochs passed the doubling check on the fixed canvases only; both seeds at 160 then read more
+    # 80 epochs (RAM's budget) passed the doubling check on the fixed canvases only; both seeds at 160 read more
     # right than both at 80 (seed 1 at 160, 1.73 %: 155 canvases to 72 and 152 to 74; seed 0 at 160, 2.31 %)
     converged_epochs = 160
     added_modules = ("context_network",)  # it starts at rest: --init-from a DRAM without one reads as it did
