@@ -9,11 +9,14 @@ Pairs on the converged report's canvases come from its records (reports/converge
 shipped checkpoints' from checkpoints/scores.json; reports/comparisons.json holds the rest (fresh
 canvases, unfinished runs). Each pair is scored as `evaluate.py --checkpoint A --against B` scores it
 (glimpse.evaluation.compare_checkpoints), and both checkpoints must lie in the clone, so that anyone
-can score it again. Exit code 1 when --check finds a stored pair that reads otherwise now.
+can score it again. Each pair also stores a digest of both files, so that a checkpoint replaced
+under the same name (a new run shipped) shows as such in --check and in tests/test_docs_numbers.py.
+Exit code 1 when --check finds a stored pair that reads otherwise now.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -39,13 +42,18 @@ def in_clone(path: Path) -> str:
     return str(resolved.relative_to(ROOT))
 
 
+def digest(path: str) -> str:
+    """The first 16 hex digits of the SHA-256 of the file at ``path`` (relative to the clone)."""
+    return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+
+
 def measure(a: str, b: str, canvas_seed: int | None, data_dir: str | None) -> dict:
     """One stored pair: both checkpoints on the same canvases, McNemar's exact test, the command."""
     test = compare_checkpoints(ROOT / a, ROOT / b, data_dir=data_dir, canvas_seed=canvas_seed)
     command = f"python evaluate.py --checkpoint {a} --against {b}"
     if canvas_seed is not None:
         command += f" --canvas-seed {canvas_seed}"
-    return {"a": a, "b": b, "canvas_seed": canvas_seed,
+    return {"a": a, "b": b, "digest_a": digest(a), "digest_b": digest(b), "canvas_seed": canvas_seed,
             "canvas_hash": test["a"]["canvas_hash"], "error_a": test["a"]["error"], "error_b": test["b"]["error"],
             "only_a": test["only_a"], "only_b": test["only_b"], "p": test["p"], "command": command}
 
@@ -92,6 +100,11 @@ def check(ledger: list[dict], data_dir: str | None) -> int:
         missing = [path for path in (entry["a"], entry["b"]) if not (ROOT / path).is_file()]
         if missing:
             print(f"not kept any more ({', '.join(missing)}): {entry['command']}")
+            continue
+        replaced = [entry[side] for side in ("a", "b") if entry[f"digest_{side}"] != digest(entry[side])]
+        if replaced:
+            changed += 1
+            print(f"REPLACED since it was stored ({', '.join(replaced)}): {entry['command']}")
             continue
         now = measure(entry["a"], entry["b"], entry["canvas_seed"], data_dir)
         same = (now["only_a"], now["only_b"], now["canvas_hash"]) == (entry["only_a"], entry["only_b"], entry["canvas_hash"])

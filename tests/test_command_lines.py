@@ -114,3 +114,8 @@ def test_a_stored_comparison_is_scored_as_evaluate_scores_it_replaced_not_double
     (tmp_path / "comparisons.json").write_text(json.dumps({"comparisons": [entry]}))
     assert comparisons.main(["--check", "--data-dir", "bundled"]) == 1
     assert "CHANGED" in capsys.readouterr().out
+    entry["only_a"] -= 1
+    entry["digest_b"] = "0" * 16  # another run shipped under the same name
+    (tmp_path / "comparisons.json").write_text(json.dumps({"comparisons": [entry]}))
+    assert comparisons.main(["--check", "--data-dir", "bundled"]) == 1
+    assert f"REPLACED since it was stored ({pair[1]})" in capsys.readouterr().out

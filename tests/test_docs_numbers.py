@@ -51,8 +51,9 @@ PAIRED = re.compile(r"(\d+(?:,\d{3})*) (?:canvases )?to (\d+(?:,\d{3})*)(?: (?:f
 # Quoted pairs whose checkpoints or records the clone no longer holds, so no stored result backs them.
 SAT_80 = ("the Show-Attend-Tell family's 80-epoch records, removed when its budget went to 160 "
           "(git log -- reports/converged/records/sat-converged-x2-seed0.pt)")
-DRAM_80 = ("DRAM's 80-epoch seed 1 record, removed when the family's budget went to 160 "
-           "(git show ee8fd0a:reports/converged/records/dram-converged-seed1.pt); its seed 0 ships as dram-cluttered60.pt")
+DRAM_80 = ("DRAM's 80-epoch seeds, removed when the family's budget went to 160: seed 1's record "
+           "(git show ee8fd0a:reports/converged/records/dram-converged-seed1.pt) and seed 0, shipped as "
+           "dram-cluttered60.pt until its 160-epoch run replaced it (git show e34eebf:checkpoints/dram-cluttered60.pt)")
 NOT_KEPT = {
     ("94", "91", "0.88"): "DRAM's 20-epoch restart on 60x60 (not kept)",
     ("72", "40", "0.0032"): "the 40-epoch records, removed in 0f20bd9 (git show 0f20bd9^:reports/converged/records/...)",
@@ -70,6 +71,9 @@ NOT_KEPT = {
     ("80", "57", "0.06"): SAT_80,
     ("84", "36", "1.4e-5"): SAT_80,
     ("87", "53", "0.0051"): SAT_80,
+    ("46", "37", "0.38"): SAT_80 + "; its seed 0 shipped as sat-cluttered60.pt until session 94",
+    ("155", "72", "3.7e-8"): DRAM_80,
+    ("145", "75", "2.7e-6"): DRAM_80,
     ("152", "74", "2.3e-7"): DRAM_80,
     ("137", "72", "8.2e-6"): DRAM_80,
     ("130", "125", "0.80"): DRAM_80,
@@ -135,6 +139,20 @@ def test_quoted_paired_tests_stand_in_a_stored_result(document, pairs):
                             quoted_as(p_stored, p) for only_a, only_b, p_stored in pairs)]
     assert not unbacked, (f"{document.name} quotes paired tests no stored result backs (store them with "
                           f"scripts/comparisons.py --add A B): {unbacked}")
+
+
+def test_stored_comparisons_name_the_files_they_scored():
+    """A checkpoint shipped anew under the old name leaves the stored pairs naming it stale: caught
+    here by the files' digests, without scoring anything (scripts/comparisons.py --check scores)."""
+    import hashlib
+    import json
+
+    def digest(path: str) -> str:
+        return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+
+    stale = [entry["command"] for entry in json.loads((ROOT / "reports" / "comparisons.json").read_text())["comparisons"]
+             if (entry["digest_a"], entry["digest_b"]) != (digest(entry["a"]), digest(entry["b"]))]
+    assert not stale, f"stored pairs whose checkpoints were replaced since (drop them, or --add them again): {stale}"
 
 
 def test_every_unkept_quote_is_still_quoted():
