@@ -54,7 +54,9 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
 
     Without ``images_file`` it scores the ``split``'s fixed canvases, or with ``canvas_seed``
     canvases drawn from that seed instead; ``limit``: only the first that many. ``per_canvas``
-    adds ``right``, a (N,) bool array of which canvases it read right (for paired tests). The
+    adds ``right``, a (N,) bool array of which canvases it read right (for paired tests).
+    ``seed_dependent`` says whether the result depends on ``seed`` (the family draws some of where
+    it looks at random, even without ``samples``: a random first glimpse). The
     model runs on ``device``; the canvases and every random draw are made on the CPU, so only
     floating-point rounding differs between devices."""
     if samples < 0 or batch_size < 1:
@@ -101,6 +103,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
               "images_per_second": len(labels) / seconds, "device": str(device),
               "benchmark": BENCHMARK_VERSION, "canvas_hash": numbers["set_hash"], "trajectories_per_image": max(samples, 1),
+              "seed_dependent": family.evaluation_draws(model, task, 1, seed, samples > 0) is not None,
               "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),
               "train_config": payload.get("train_config", {}),

@@ -61,13 +61,13 @@ def interval(error: float, n: int) -> str:
 
 
 def score(path: Path, data_dir: str | None, samples: int) -> dict:
-    """Every number of a checkpoint's row, by the code behind evaluate.py. A model whose first
-    glimpse falls at random is scored as the mean over evaluation seeds 0..EVAL_SEEDS-1 (the
-    first-1,000 check uses seed 0)."""
+    """Every number of a checkpoint's row, by the code behind evaluate.py. A model whose
+    deterministic evaluation still draws at random (a random first glimpse) is scored as the mean
+    over evaluation seeds 0..EVAL_SEEDS-1 (the first-1,000 check uses seed 0)."""
     result = evaluate_checkpoint(path, data_dir=data_dir, progress=False)
     # a model trained in stages (--init-from) is rebuilt, and costs, every stage
     stages = training_stages(result)
-    seeds = range(EVAL_SEEDS if result["train_config"].get("first_location") == "random" else 1)
+    seeds = range(EVAL_SEEDS if result["seed_dependent"] else 1)
     errors = [result["error"]] + [evaluate_checkpoint(path, data_dir=data_dir, seed=s, progress=False)["error"]
                                   for s in seeds[1:]]
     first = evaluate_checkpoint(path, data_dir=data_dir, limit=FIRST, progress=False)
