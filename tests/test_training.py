@@ -567,7 +567,7 @@ def test_checkpoint_table_draws_fresh_first_glimpses_for_a_random_first_glimpse(
     def fake_evaluation(path, data_dir=None, seed=0, canvas_seed=None, limit=None, progress=True, **_):
         calls.append((canvas_seed, seed, limit))
         return {"error": 0.01 * (seed + 1), "n": 100, "kind": "ram", "train_seconds": 60.0,
-                "train_config": {"first_location": how}}
+                "train_config": {"first_location": how}, "seed_dependent": how == "random"}
 
     table = table.scores  # the scoring itself
     monkeypatch.setattr(table, "evaluate_checkpoint", fake_evaluation)
