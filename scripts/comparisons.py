@@ -16,7 +16,6 @@ Exit code 1 when --check finds a stored pair that reads otherwise now.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from envs.data import DataError
 from glimpse.checkpoint import CheckpointError
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, write_text
 from glimpse.evaluation import compare_checkpoints
+from glimpse.report.records import file_sha256
 from glimpse.scores import ROOT
 
 LEDGER = ROOT / "reports" / "comparisons.json"
@@ -44,7 +44,7 @@ def in_clone(path: Path) -> str:
 
 def digest(path: str) -> str:
     """The first 16 hex digits of the SHA-256 of the file at ``path`` (relative to the clone)."""
-    return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+    return file_sha256(ROOT / path)[:16]
 
 
 def measure(a: str, b: str, canvas_seed: int | None, data_dir: str | None) -> dict:

@@ -144,11 +144,12 @@ def test_quoted_paired_tests_stand_in_a_stored_result(document, pairs):
 def test_stored_comparisons_name_the_files_they_scored():
     """A checkpoint shipped anew under the old name leaves the stored pairs naming it stale: caught
     here by the files' digests, without scoring anything (scripts/comparisons.py --check scores)."""
-    import hashlib
     import json
 
+    from glimpse.report.records import file_sha256
+
     def digest(path: str) -> str:
-        return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+        return file_sha256(ROOT / path)[:16]
 
     stale = [entry["command"] for entry in json.loads((ROOT / "reports" / "comparisons.json").read_text())["comparisons"]
              if (entry["digest_a"], entry["digest_b"]) != (digest(entry["a"]), digest(entry["b"]))]
