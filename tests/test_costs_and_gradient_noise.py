@@ -7,12 +7,15 @@ import gymnasium as gym
 import pytest
 import torch
 
+from envs import ClutteredMNISTVectorEnv
 from glimpse.costs import flop_breakdown, flops_per_image, pixels_read
 from glimpse.gradient_noise import (attention_parameters, gradient_estimates, reinforce_attention_gradient,
                                     reinforce_gradient_fn, relative_variance, relative_variance_interval,
                                     soft_gradient_fn, soft_minibatch, trace_and_signal)
-from glimpse.models import build_model
+from glimpse.models import build_model, get_family, list_families
 from glimpse.models.ram.location import LocationPolicy
+from glimpse.training.config import resolve_config
+from glimpse.training.loop import learner_class
 
 torch.set_num_threads(1)
 
@@ -214,3 +217,33 @@ def test_the_relative_variance_interval_covers_the_truth_where_noise_swamps_the_
         covered += low <= truth <= high
     assert covered >= 30
     assert relative_variance_interval(torch.randn(n, d, generator=generator).double())[1] == math.inf
+
+
+@pytest.mark.parametrize("arch", [f.name for f in list_families() if f.has_attention])
+def test_each_family_is_measured_by_the_gradient_its_learner_trains_with(arch, bundled):
+    """The report asks the learner that trains a family (not the family) which gradient moves its
+    attention: REINFORCE with the run's baseline through the env for the hard learner,
+    backpropagation through the training forward for the backprop learner. (The learned baseline:
+    an untrained model reads an image's K trajectories alike, so a leave-one-out estimate there is
+    often exactly zero.)"""
+    family = get_family(arch)
+    config = resolve_config({"arch": arch, "preset": "cluttered60", "reinforce_samples": 1})
+    task = config.task()
+    torch.manual_seed(0)
+    model = family.build(family.model_config(config))
+    grad_fn, estimator = learner_class(family).attention_gradient(arch, model, config.to_dict(), task,
+                                                                   bundled.train, 8, 5, "bundled")
+    grad = grad_fn(0)
+    assert grad.shape == (sum(p.numel() for p in attention_parameters(model, arch).values()),)
+    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.parameters())
+    if family.mode == "hard":
+        assert estimator == "REINFORCE + learned baseline"
+        four = learner_class(family).attention_gradient(arch, model, {**config.to_dict(), "reinforce_samples": 4},
+                                                        task, bundled.train, 2, 5, "bundled")[1]
+        assert four == "REINFORCE + leave-one-out baseline, K = 4"  # the run's own baseline
+        env = ClutteredMNISTVectorEnv(8, **{**task, "split": "train", "data_dir": "bundled"})
+        torch.testing.assert_close(grad, reinforce_attention_gradient(arch, model, env, 5))
+    else:
+        assert "REINFORCE" not in estimator
+        torch.testing.assert_close(grad, soft_gradient_fn(model, arch, task, bundled.train, 8, 5)(0))

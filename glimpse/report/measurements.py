@@ -10,14 +10,13 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from envs import ClutteredMNISTVectorEnv
 
 from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED
 from glimpse.evaluation import evaluate_checkpoint
 from glimpse.costs import flops_per_image, pixels_read
-from glimpse.gradient_noise import (baseline_name, gradient_estimates, reinforce_estimator_noise, reinforce_gradient_fn,
-                                    relative_variance, relative_variance_interval, soft_gradient_fn, trace_and_signal)
+from glimpse.gradient_noise import (gradient_estimates, reinforce_estimator_noise, relative_variance,
+                                    relative_variance_interval, trace_and_signal)
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.progress import say
@@ -28,6 +27,7 @@ from glimpse.report.runs import finished_run, stale_changes
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
 from glimpse.training.config import TrainConfig
+from glimpse.training.loop import learner_class
 
 THRESHOLDS = (0.90, 0.95)
 
@@ -297,10 +297,9 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     minibatches at fixed weights: the seed-0 run's *initialisation*, where every model's expected
     gradient is clearly non-zero (at trained weights it is ~0 by construction, and a ratio to it
     means nothing), with what its schedule sets at the run's start (a policy's std). Each model's
-    gradient is the one its runs trained with: backpropagation through the soft models' training
-    forward (sampled locations for the reparameterised retina), for a hard one REINFORCE with its runs' baseline (``--reinforce-samples`` K:
-    the learned baseline, or K trajectories of each of the ``batch_size`` images and the
-    leave-one-out baseline).
+    gradient is the one its runs trained with, as its learner gives it (``attention_gradient`` of
+    glimpse/training/hard.py and soft.py: REINFORCE with the runs' baseline, or backpropagation
+    through the training forward).
 
     Returns the relative variance (see :func:`relative_variance`), a 90 % bootstrap interval
     (resampling the minibatches; the upper end is inf when the signal is not resolved) and the
@@ -310,15 +309,8 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
     model = build_model(arch, run["model_config"]).eval()
     get_family(arch).schedule(model, SimpleNamespace(**run["train_config"]), 0.0)  # e.g. the policy std at its start
-    if get_family(arch).learns_by_reinforce:
-        samples = run["train_config"].get("reinforce_samples", 1)
-        env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-        grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples)
-        estimator = f"REINFORCE + {baseline_name(samples)}"
-    else:
-        grad_fn = soft_gradient_fn(model, arch, task, data.train, batch_size, seed)
-        words = get_family(arch).sensor_and_gradient(run["train_config"])  # e.g. the reparameterised gradient
-        estimator = words[1] if words else "backpropagation"
+    grad_fn, estimator = learner_class(get_family(arch)).attention_gradient(
+        arch, model, run["train_config"], task, data.train, batch_size, seed, data_dir)
     grads = gradient_estimates(grad_fn, range(n_batches))
     return {"relative_variance": relative_variance(grads), "n_parameters": grads.shape[1], "n_batches": n_batches,
             "interval": relative_variance_interval(grads, n_bootstrap, seed),

@@ -5,8 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from envs.data import MNISTSplits
+from typing import Callable
+
+from envs import ClutteredMNISTVectorEnv
+from envs.data import Digits, MNISTSplits
 from envs.engine import first_locations
+from glimpse.gradient_noise import baseline_name, reinforce_gradient_fn
 from glimpse.losses import digit_returns, hybrid_loss
 from glimpse.inference import read_right
 from glimpse.models.episodes import episode_env
@@ -69,3 +73,18 @@ class HardAttentionLearner(LearnerSetup):
         if rollout.labels.dim() == 2:
             metrics["train/digit_accuracy"] = (predictions == rollout.labels).float().mean()
         return parts.total, metrics
+
+    @staticmethod
+    def attention_gradient(arch: str, model: torch.nn.Module, train_config: dict, task: dict, digits: Digits,
+                           batch_size: int, seed: int, data_dir: str | None
+                           ) -> tuple[Callable[[int], torch.Tensor], str]:
+        """The gradient this learner moves the attention by, for glimpse.gradient_noise's
+        ``gradient_estimates``: ``i ->`` one minibatch's REINFORCE estimate (d,) of the location
+        policy's gradient, the minibatch's episodes played through the env from ``seed + i``, with
+        the run's baseline (``train_config``'s reinforce_samples K: the learned baseline, or K
+        trajectories of each of the ``batch_size`` training images and the leave-one-out baseline);
+        and the estimator's name. The env loads its own training digits from ``data_dir``
+        (``digits`` is unused: REINFORCE reads the canvas only through the env)."""
+        samples = train_config.get("reinforce_samples", 1)
+        env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
+        return reinforce_gradient_fn(arch, model, env, seed, samples), f"REINFORCE + {baseline_name(samples)}"

@@ -30,6 +30,7 @@ from glimpse.training.callbacks import (Checkpoints, CheckpointWriteError, Diver
                                         StopOnSignal, TrainingDiverged, Validation, accuracy, write_checkpoint)
 from glimpse.training.config import TrainConfig
 from glimpse.training.hard import HardAttentionLearner
+from glimpse.models import Family
 from glimpse.models.schedules import cosine
 from glimpse.training.learner import Learner
 from glimpse.training.rundir import RunDirectory
@@ -37,7 +38,7 @@ from glimpse.training.soft import BackpropLearner
 from glimpse.training.state import RunState, StepResult
 from glimpse.training.tensorboard import NullLogger, RunLogger
 
-__all__ = ["CheckpointWriteError", "TrainingDiverged", "TrainResult", "train", "training_step", "make_learner"]
+__all__ = ["CheckpointWriteError", "TrainingDiverged", "TrainResult", "train", "training_step", "make_learner", "learner_class"]
 
 N_PICTURES = 8
 TRAINING_PHASES = ("data + forward", "backward", "optimizer")  # what training_step's ``mark`` is told
@@ -268,7 +269,13 @@ def make_learner(config: TrainConfig, data: MNISTSplits, device: torch.device | 
                  rank: int = 0, world_size: int = 1) -> Learner:
     """The learner for the family's way of learning, its model on ``device``; with ``world_size``
     > 1 it trains on slice ``rank`` of each global minibatch."""
-    return LEARNERS[config.family.mode](config, data, device, rank, world_size)
+    return learner_class(config.family)(config, data, device, rank, world_size)
+
+
+def learner_class(family: Family) -> type:
+    """The learner class that trains ``family`` (by its mode): what the report asks how a model
+    learns where to look (its ``attention_gradient``)."""
+    return LEARNERS[family.mode]
 
 
 def initial_weights(config: TrainConfig) -> tuple[dict[str, torch.Tensor], list[dict]]:

@@ -4,11 +4,16 @@ hard model's env uses). The loss is
 cross-entropy plus whatever terms the family adds (``Family.training_terms``)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
+import torch
 import torch.nn.functional as F
 
+from envs.data import Digits
+from glimpse.gradient_noise import soft_gradient_fn
 from glimpse.inference import read_right
-from glimpse.models import Look
+from glimpse.models import Look, get_family
 from glimpse.models.registry import canvases_to_tensor
 from glimpse.training.learner import LearnerSetup, training_canvases
 
@@ -36,3 +41,16 @@ class BackpropLearner(LearnerSetup):
         if labels.dim() == 2:
             metrics["train/digit_accuracy"] = (predictions == labels).float().mean()
         return total, metrics
+
+    @staticmethod
+    def attention_gradient(arch: str, model: torch.nn.Module, train_config: dict, task: dict, digits: Digits,
+                           batch_size: int, seed: int, data_dir: str | None
+                           ) -> tuple[Callable[[int], torch.Tensor], str]:
+        """The gradient this learner moves the attention by, for glimpse.gradient_noise's
+        ``gradient_estimates``: ``i ->`` one minibatch's backpropagated gradient (d,) of cross-entropy
+        w.r.t. the attention parameters, through the family's training forward (so sampled
+        locations, where it samples, are those it trained with), on ``batch_size`` canvases of
+        ``digits`` drawn from ``seed + i``; and its name (the family's, e.g. the reparameterised
+        gradient, else "backpropagation"). ``data_dir`` is unused: the canvases come from ``digits``."""
+        words = get_family(arch).sensor_and_gradient(train_config)
+        return soft_gradient_fn(model, arch, task, digits, batch_size, seed), words[1] if words else "backpropagation"
