@@ -36,6 +36,7 @@ from glimpse.speed import (TRAINING_PHASES, env_steps_per_second, eval_images_pe
                            parallel_training_speed, training_flops_per_image, training_speed)
 from glimpse.training import distributed
 from glimpse.training.config import family_options, resolve_config
+from glimpse.cpu import configure_cpu
 
 
 def timed_families(text: str) -> tuple:
@@ -95,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         data = load_mnist(args.data_dir)
     except (ValueError, DataError) as exc:
         return fail(exc)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    configure_cpu(args.threads)
     reps = 1 if args.quick else 3
     gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}{gpu}, data: {data.source}")

@@ -18,6 +18,7 @@ from glimpse.training import distributed
 from glimpse.training.config import TrainConfig
 from glimpse.training.loop import (TRAINING_PHASES, batch_indices, make_learner, make_optimizer, step_seed,
                                    training_step)
+from glimpse.cpu import configure_cpu
 
 ENV_ID = "glimpse/ClutteredMNIST60-v1"
 
@@ -163,7 +164,7 @@ def _parallel_training_worker(rank: int, world: int, port: int, config: dict, da
     # the environment torchrun would give each process, so the group is joined and left as train.py does
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
+    configure_cpu(1)
     distributed.init(torch.device("cpu"))
     finished = False
     try:

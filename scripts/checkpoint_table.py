@@ -25,6 +25,7 @@ from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, write_text
 from glimpse.progress import progress
 from glimpse.training.config import staged_recipe_command
+from glimpse.cpu import configure_cpu
 
 
 @interruptible
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _score_and_write(args) -> int:
-    torch.set_num_threads(check_threads(args.threads))
+    configure_cpu(check_threads(args.threads))
     if args.samples < 0:
         raise ValueError(f"--samples must be >= 0, got {args.samples}")
     if not args.checkpoints.is_dir():

@@ -28,6 +28,7 @@ from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, writ
 from glimpse.evaluation import compare_checkpoints
 from glimpse.report.records import file_sha256
 from glimpse.scores import ROOT
+from glimpse.cpu import configure_cpu
 
 LEDGER = ROOT / "reports" / "comparisons.json"
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
     try:
-        torch.set_num_threads(check_threads(args.threads))
+        configure_cpu(check_threads(args.threads))
         if not args.add and not args.check:
             raise ValueError("nothing to do: give --add A B or --check")
         if args.canvas_seed is not None and not args.add:

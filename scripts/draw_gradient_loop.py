@@ -22,6 +22,7 @@ from envs.data import DataError, load_mnist
 from glimpse.gradient_noise import soft_minibatch
 from glimpse.models import get_family, list_families
 from glimpse.checkpoint import CheckpointError, load_model
+from glimpse.cpu import configure_cpu
 
 
 @interruptible
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
         if any(not 0 <= s <= 1 for s in args.attention_into_core):
             raise ValueError(f"--attention-into-core values must be in [0, 1], got {args.attention_into_core}")
-        torch.set_num_threads(args.threads)
+        configure_cpu(args.threads)
         model, payload = load_model(args.checkpoint)
         family = get_family(payload["kind"])
         if family.state_loop is None:

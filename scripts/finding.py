@@ -30,6 +30,7 @@ from envs.data import DataError
 from glimpse.finding import DEFAULT_RADIUS, NoAttention, localise_checkpoint
 from glimpse.checkpoint import CheckpointError
 from glimpse.progress import progress
+from glimpse.cpu import configure_cpu
 
 
 def percent(value) -> str:
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="make the last line of stdout JSON: an object (a list of them for several checkpoints)")
     args = parser.parse_args(argv)
     try:
-        torch.set_num_threads(check_threads(args.threads))
+        configure_cpu(check_threads(args.threads))
         if not 0 <= args.seed < 2**32:  # as evaluate.py's --seed
             raise ValueError(f"--seed must be >= 0 and below 2**32, got {args.seed}")
     except ValueError as exc:

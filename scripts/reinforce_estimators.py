@@ -23,6 +23,7 @@ from glimpse.checkpoint import CheckpointError, load_model
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
 from glimpse.gradient_noise import reinforce_estimator_noise
 from glimpse.models import get_family
+from glimpse.cpu import configure_cpu
 
 
 @interruptible
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--samples must be >= 1, --batches >= 2, --batch-size >= 1 and --seed >= 0")
         if max(counts) > 1000:  # as evaluate.py's --samples: each is a batch of that many episodes per image
             raise ValueError(f"--samples must be at most 1000 trajectories per image, got {max(counts)}")
-        torch.set_num_threads(check_threads(args.threads))
+        configure_cpu(check_threads(args.threads))
         model, payload = load_model(args.checkpoint)
         if not get_family(payload["kind"]).learns_by_reinforce:
             raise ValueError(f"{args.checkpoint} is a {payload['kind']} checkpoint; REINFORCE estimators need hard attention")

@@ -6,6 +6,15 @@ import envs  # noqa: F401 - registers the environments
 torch.set_num_threads(1)  # small tensors: threads only add noise on 2 cores
 
 
+@pytest.fixture(autouse=True)
+def denormals_as_torch_leaves_them():
+    """Training and the commands flush denormal floats to zero for the whole process
+    (glimpse.cpu.configure_cpu); each test starts from torch's default, whatever ran before it."""
+    torch.set_flush_denormal(False)
+    yield
+    torch.set_flush_denormal(False)
+
+
 @pytest.fixture
 def bundled():
     from envs.data import load_bundled_subset

@@ -15,6 +15,7 @@ from glimpse.training import loop
 from glimpse.training.config import recipe_command, staged_recipe_command
 from glimpse.checkpoint import load_checkpoint
 from glimpse.evaluation import evaluate_checkpoint
+from glimpse.cpu import flushes_denormals
 
 FAST = ["--data-dir", "bundled", "--threads", "1", "--device", "cpu", "--eval-batch-size", "1000", "--image-every", "0"]
 
@@ -102,7 +103,9 @@ def test_init_from_starts_a_two_digit_reader_from_a_one_digit_run(tmp_path):
 
 def test_seeded_runs_reproduce(tmp_path):
     args = ["--preset", "cluttered60", "--max-steps", "6", "--batch-size", "32", "--val-every", "3"]
+    assert not flushes_denormals()
     assert run_train(tmp_path, "a", *args)[0] == 0
+    assert flushes_denormals() or not torch.set_flush_denormal(True)  # the run flushed them (where the CPU can)
     assert run_train(tmp_path, "b", *args)[0] == 0
     assert_same_weights(weights(tmp_path / "a" / "last.pt"), weights(tmp_path / "b" / "last.pt"))
     assert run_train(tmp_path, "c", *args, "--seed", "1")[0] == 0
@@ -347,7 +350,9 @@ def last_json(capsys):
 
 
 def test_evaluate_reports_the_training_test_accuracy(hard_checkpoint, capsys):
+    assert not flushes_denormals()
     assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--data-dir", "bundled", "--json"]) == 0
+    assert flushes_denormals() or not torch.set_flush_denormal(True)  # as training does (where the CPU can)
     result = last_json(capsys)
     assert result["n"] == 2000 and 0 <= result["accuracy"] <= 1
     assert result["error"] == pytest.approx(1 - result["accuracy"])

@@ -33,6 +33,7 @@ from envs.data import DataError
 from glimpse.evaluation import compare_checkpoints, evaluate_checkpoint
 from glimpse.checkpoint import CheckpointError
 from glimpse.training.distributed import resolve_device
+from glimpse.cpu import configure_cpu
 
 MAX_SAMPLES = 1000  # --samples: sampled trajectories averaged per canvas
 
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--seed must be >= 0 and below 2**32, got {args.seed}")
         if args.samples > MAX_SAMPLES:
             raise ValueError(f"--samples must be at most {MAX_SAMPLES} trajectories per canvas, got {args.samples}")
-        torch.set_num_threads(args.threads)
+        configure_cpu(args.threads)
         if args.model is not None:
             return score_outside_model(args, resolve_device(args.device))
         if args.preset is not None:

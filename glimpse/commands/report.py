@@ -38,6 +38,7 @@ from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_CO
                                        doubled, sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, finished_run, train_missing
 from glimpse.checkpoint import CheckpointError
+from glimpse.cpu import configure_cpu
 
 MAX_SEEDS = 100  # training seeds per model
 MAX_BUDGET = 1000  # times the epochs of every model
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check(args)
         load_mnist(args.data_dir)  # the report reads the digits: a bad --data-dir stops it before it trains or writes
-        torch.set_num_threads(args.threads)
+        configure_cpu(args.threads)
         if args.train and args.jobs * args.threads > (os.cpu_count() or 1):
             print(f"warning: --jobs {args.jobs} x --threads {args.threads} asks for more cores than this machine's "
                   f"{os.cpu_count()}: the runs will share them and each train slower", file=sys.stderr)

@@ -37,6 +37,7 @@ from glimpse.training.rundir import RunDirectory
 from glimpse.training.soft import BackpropLearner
 from glimpse.training.state import RunState, StepResult
 from glimpse.training.tensorboard import NullLogger, RunLogger
+from glimpse.cpu import configure_cpu
 
 __all__ = ["CheckpointWriteError", "TrainingDiverged", "TrainResult", "train", "training_step", "make_learner", "learner_class"]
 
@@ -171,8 +172,7 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
     initial, stages = initial_weights(config) if config.init_from and resumed is None else (None, [])
     if resumed is not None:
         stages = list(resumed.get("earlier_stages", []))
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    configure_cpu(config.threads)
     device = distributed.resolve_device(config.device)
     if device.type == "cuda":  # cuDNN's fastest convolutions sum in a varying order: seeded runs would differ
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
