@@ -109,9 +109,11 @@ class PhaseTimer:
         self.last = now
 
 
-def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, device: str | torch.device = "cpu"):
+def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, device: str | torch.device = "cpu",
+                   weights: dict[str, torch.Tensor] | None = None):
     """Full training steps (the loop's own :func:`~glimpse.training.loop.training_step`) at
-    ``config.batch_size`` on ``device``, after ``warmup`` steps.
+    ``config.batch_size`` on ``device``, after ``warmup`` steps, from fresh weights or from
+    ``weights`` (a checkpoint's ``model_state``: a trained model can run at another speed).
 
     Returns (images/s, milliseconds per step of each of TRAINING_PHASES, the learner). The
     phases: "data + forward" sets the schedules, makes the canvases (or runs the env's episodes)
@@ -120,6 +122,8 @@ def training_speed(config: TrainConfig, data, steps: int, warmup: int = 2, devic
     """
     device = torch.device(device)
     learner = make_learner(config, data, device)
+    if weights is not None:
+        learner.model.load_state_dict(weights)
     optimizer = make_optimizer(learner.model, config.lr)
     n_train = len(data.train)
     schedule = max(1, config.epochs * (n_train // config.batch_size))

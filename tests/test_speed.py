@@ -11,8 +11,8 @@ from glimpse.training.loop import make_learner
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("speed_benchmark", ROOT / "benchmarks" / "speed.py")
+def load_benchmark(name="speed"):
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -108,3 +108,32 @@ def test_speed_benchmark_rejects_processes_that_do_not_divide_the_batch(capsys):
     benchmark = load_benchmark()
     assert benchmark.main(["--processes", "3", "--data-dir", "bundled"]) == 2
     assert "--processes" in capsys.readouterr().err
+
+
+def test_training_speed_can_start_from_trained_weights(bundled):
+    """The denormals benchmark times trained models: the steps start from the weights given."""
+    config = resolve_config({"preset": "cluttered60", "mode": "soft", "arch": "draw", "batch_size": 8,
+                             "data_dir": "bundled", "lr": 1e-9})
+    torch.manual_seed(1)
+    trained = make_learner(config, bundled).model.state_dict()
+    torch.manual_seed(0)
+    _, _, learner = training_speed(config, bundled, steps=1, warmup=0, weights=trained)
+    for name, value in learner.model.state_dict().items():  # Adam's step moves each weight by about lr
+        torch.testing.assert_close(value, trained[name], rtol=0, atol=1e-6)
+
+
+def test_the_denormals_benchmark_times_a_checkpoint_both_ways(tmp_path, capsys):
+    from glimpse.commands import train
+
+    assert train.main(["--data-dir", "bundled", "--threads", "1", "--run-dir", str(tmp_path), "--run-name", "d",
+                       "--mode", "soft", "--arch", "draw", "--max-steps", "2", "--batch-size", "8",
+                       "--image-every", "0"]) == 0
+    capsys.readouterr()
+    benchmark = load_benchmark("denormals")
+    checkpoint = str(tmp_path / "d" / "best.pt")
+    assert benchmark.main(["--checkpoints", checkpoint, "--data-dir", "bundled", "--steps", "1"]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if "best.pt" in line]
+    assert len(row) == 1 and row[0].startswith("| DRAW read")
+    assert benchmark.main(["--checkpoints", checkpoint, "--steps", "0", "--data-dir", "bundled"]) == 2
+    assert "--steps" in capsys.readouterr().err
+    assert benchmark.main(["--checkpoints", str(tmp_path / "none.pt"), "--data-dir", "bundled"]) == 2
