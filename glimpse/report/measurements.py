@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-
 from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED
 from glimpse.evaluation import evaluate_checkpoint

@@ -2,10 +2,10 @@
 (``HardFamily.episodes``) and learns with the hybrid REINFORCE loss (glimpse/losses.py)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
-
-from typing import Callable
 
 from envs import ClutteredMNISTVectorEnv
 from envs.data import Digits, MNISTSplits
