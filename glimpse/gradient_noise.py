@@ -27,7 +27,8 @@ from glimpse.progress import progress
 __all__ = [
     "attention_parameters", "baseline_name", "gradient_estimates", "reinforce_attention_gradient",
     "reinforce_estimator_noise", "reinforce_gradient_fn", "relative_variance", "relative_variance_interval",
-    "soft_attention_gradient", "soft_gradient_fn", "soft_minibatch", "trace_and_signal",
+    "retina_estimator_gradients", "retina_estimator_noise", "soft_attention_gradient", "soft_gradient_fn",
+    "soft_minibatch", "trace_and_signal", "trace_interval",
 ]
 
 
@@ -51,6 +52,15 @@ def trace_and_signal(grads: torch.Tensor) -> tuple[float, float]:
     negative when the noise swamps the signal)."""
     trace = float(grads.var(0, unbiased=True).sum())
     return trace, float(grads.mean(0).pow(2).sum()) - trace / grads.shape[0]
+
+
+def trace_interval(grads: torch.Tensor, n_bootstrap: int = 200, seed: int = 0) -> tuple[float, float]:
+    """90 % bootstrap interval of trace(Cov g) over the n estimates (n, d), resampling them."""
+    rng = torch.Generator().manual_seed(seed)
+    n = grads.shape[0]
+    traces = [trace_and_signal(grads[torch.randint(0, n, (n,), generator=rng)])[0] for _ in range(n_bootstrap)]
+    lo, hi = np.quantile(traces, [0.05, 0.95])
+    return float(lo), float(hi)
 
 
 def relative_variance(grads: torch.Tensor) -> float:
@@ -104,9 +114,10 @@ def _requires_grad(params: list[nn.Parameter]) -> Iterator[None]:
             p.requires_grad_(flag)
 
 
-def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
-    """d loss / d params flattened to (d,), via autograd.grad so that no ``.grad`` is touched."""
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
+def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter], retain_graph: bool = False) -> torch.Tensor:
+    """d loss / d params flattened to (d,), via autograd.grad so that no ``.grad`` is touched
+    (``retain_graph``: keep the graph for a second gradient from the same forward)."""
+    grads = torch.autograd.grad(loss, params, allow_unused=True, retain_graph=retain_graph)
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(grads, params)])
 
 
@@ -175,12 +186,8 @@ def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: 
     batches = progress(range(n_batches), disable=not show_progress, desc=f"K = {samples}", unit="minibatches")
     grads = gradient_estimates(grad_fn, batches)
     seconds = (time.perf_counter() - start) / n_batches
-    rng = torch.Generator().manual_seed(seed)
-    traces = [trace_and_signal(grads[torch.randint(0, n_batches, (n_batches,), generator=rng)])[0]
-              for _ in range(n_bootstrap)]
-    lo, hi = np.quantile(traces, [0.05, 0.95])
     return {"samples": samples, "trace": trace_and_signal(grads)[0],
-            "trace_interval": (float(lo), float(hi)), "seconds_per_batch": seconds}
+            "trace_interval": trace_interval(grads, n_bootstrap, seed), "seconds_per_batch": seconds}
 
 
 def soft_attention_gradient(model: nn.Module, arch: str, images: torch.Tensor, labels: torch.Tensor,
@@ -233,3 +240,72 @@ def soft_gradient_fn(model: nn.Module, arch: str, task: dict, digits, batch_size
         return soft_attention_gradient(model, arch, images, labels, generator)
 
     return grad_fn
+
+
+# ---------------------------------------------------------------------------------------------
+# one policy, one objective, two estimators: the differentiable retina's reparameterised
+# gradient against the score function (REINFORCE's estimator) at the same weights
+# ---------------------------------------------------------------------------------------------
+
+def retina_estimator_gradients(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, noise: torch.Tensor,
+                               samples: int) -> dict[str, torch.Tensor]:
+    """Two unbiased estimates (d,) of one gradient: of the expected cross-entropy w.r.t. the
+    location policy's mean head of a reparameterised differentiable-retina model (ram-diff), over
+    the policy's Gaussian locations, from the same forward pass.
+
+    images (N, 1, H, W) and labels (N,) hold each of N / ``samples`` images ``samples`` times in a
+    row; noise (N, T-1, 2) standard normal draws the locations ``mean + std * noise`` (clipped to
+    the canvas, as training clips them). ``"reparameterised"``: backpropagation of the mean
+    cross-entropy through the sampled locations (how the family trains). ``"score function"``:
+    REINFORCE's estimator of the same gradient, with the locations as actions: each trajectory's
+    cross-entropy minus the mean of its image's other ``samples`` - 1 (the leave-one-out baseline)
+    times the gradient of sum_t log N(l_t; mean_t, std^2), mean_t read from the core state the
+    forward used (detached: the actions before it are fixed samples). The unclipped draw enters
+    the density, so both estimate the gradient of the clipped objective. Weights are not
+    changed; no ``.grad`` is written."""
+    if samples < 2 or len(images) % samples:
+        raise ValueError(f"the leave-one-out baseline needs >= 2 samples of each image, dividing {len(images)}")
+    if model.config.location_gradient != "reparameterised":
+        raise ValueError("the estimators compare on the reparameterised retina: a deterministic one samples nothing")
+    params = list(attention_parameters(model, "ram-diff").values())
+    with _requires_grad(params):
+        outputs = model(images, noise)
+        losses = F.cross_entropy(outputs["logits"], labels, reduction="none")  # (N,)
+        reparameterised = _flat_grad(losses.mean(), params, retain_graph=True)
+        policy = model.location_policy
+        mean, std = policy(outputs["states"].detach())  # (N, T-1, 2): the means the forward sampled around
+        drawn = mean.detach() + std * noise
+        log_prob = policy.log_prob(mean.flatten(0, 1), std.flatten(0, 1), drawn.flatten(0, 1)).view(len(images), -1)
+        per_image = losses.detach().view(-1, samples)
+        baseline = (per_image.sum(1, keepdim=True) - per_image) / (samples - 1)
+        advantage = (per_image - baseline).reshape(-1)  # (N,)
+        score = _flat_grad((advantage * log_prob.sum(1)).mean(), params)
+    return {"reparameterised": reparameterised, "score function": score}
+
+
+def retina_estimator_noise(model: nn.Module, task: dict, digits, samples: int, n_batches: int, batch_size: int,
+                           seed: int = 30_000, n_bootstrap: int = 200, show_progress: bool = False) -> dict:
+    """:func:`retina_estimator_gradients` on ``n_batches`` minibatches of ``batch_size`` training
+    images (``soft_minibatch`` from ``seed + i``), each image ``samples`` times with its own noise
+    (seeded apart). For each estimator: ``trace`` (total variance of one minibatch's estimate),
+    its 90 % bootstrap interval and the relative variance (:func:`relative_variance`). Both are
+    unbiased for one gradient, so ``agreement`` = |mean difference|^2 / (trace of the
+    differences' covariance / n_batches) is about 1 when they agree and grows with a bias."""
+    per_estimator: dict[str, list[torch.Tensor]] = {"reparameterised": [], "score function": []}
+    batches = progress(range(n_batches), disable=not show_progress, desc="minibatches", unit="minibatch")
+    for i in batches:
+        images, labels = soft_minibatch(task, digits, batch_size, seed + i)
+        generator = torch.Generator().manual_seed(NOISE_SEED_OFFSET + seed + i)
+        noise = torch.randn((batch_size * samples, model.config.n_glimpses - 1, 2), generator=generator)
+        grads = retina_estimator_gradients(model, images.repeat_interleave(samples, 0),
+                                           labels.repeat_interleave(samples, 0), noise, samples)
+        for name, grad in grads.items():
+            per_estimator[name].append(grad.double())
+    stacked = {name: torch.stack(grads) for name, grads in per_estimator.items()}
+    result = {}
+    for name, grads in stacked.items():
+        result[name] = {"trace": trace_and_signal(grads)[0], "trace_interval": trace_interval(grads, n_bootstrap, seed),
+                        "relative_variance": relative_variance(grads)}
+    difference = stacked["score function"] - stacked["reparameterised"]
+    result["agreement"] = float(difference.mean(0).pow(2).sum() / (trace_and_signal(difference)[0] / n_batches))
+    return result

@@ -11,7 +11,8 @@ from envs import ClutteredMNISTVectorEnv
 from glimpse.costs import flop_breakdown, flops_per_image, pixels_read
 from glimpse.gradient_noise import (attention_parameters, gradient_estimates, reinforce_attention_gradient,
                                     reinforce_gradient_fn, relative_variance, relative_variance_interval,
-                                    soft_gradient_fn, soft_minibatch, trace_and_signal)
+                                    retina_estimator_gradients, retina_estimator_noise, soft_gradient_fn,
+                                    soft_minibatch, trace_and_signal)
 from glimpse.models import build_model, get_family, list_families
 from glimpse.models.ram.location import LocationPolicy
 from glimpse.training.config import resolve_config
@@ -247,3 +248,43 @@ def test_each_family_is_measured_by_the_gradient_its_learner_trains_with(arch, b
     else:
         assert "REINFORCE" not in estimator
         torch.testing.assert_close(grad, soft_gradient_fn(model, arch, task, bundled.train, 8, 5)(0))
+
+
+def test_the_retina_s_two_estimators_estimate_one_gradient(bundled):
+    """The reparameterised gradient and REINFORCE's score function (leave-one-out over K) are
+    unbiased for the same gradient of the same policy: their means agree within their noise."""
+    torch.manual_seed(0)
+    model = build_model("ram-diff", {"location_gradient": "reparameterised", "location_std": 0.25})
+    head = model.location_policy.mean
+    result = retina_estimator_noise(model, CLUTTERED60, bundled.train, samples=4, n_batches=30, batch_size=4)
+    assert result["agreement"] < 4  # about 1; a bias would grow it with the minibatches
+    for name in ("reparameterised", "score function"):
+        assert result[name]["trace"] > 0 and result[name]["trace_interval"][0] <= result[name]["trace"]
+    assert all(p.grad is None for p in model.parameters()) and head.weight.requires_grad
+
+    images, labels = soft_minibatch(CLUTTERED60, bundled.train, 2, seed=0)
+    same_noise = torch.randn(2, 5, 2).repeat_interleave(3, 0)  # every trajectory of an image alike
+    grads = retina_estimator_gradients(model, images.repeat_interleave(3, 0), labels.repeat_interleave(3, 0),
+                                       same_noise, samples=3)
+    assert grads["reparameterised"].shape == grads["score function"].shape == (head.weight.numel() + 2,)
+    assert grads["reparameterised"].abs().sum() > 0
+    assert torch.equal(grads["score function"], torch.zeros_like(grads["score function"]))  # no advantage anywhere
+    with pytest.raises(ValueError, match=">= 2 samples"):
+        retina_estimator_gradients(model, images, labels, torch.randn(2, 5, 2), samples=1)
+    deterministic = build_model("ram-diff", {"location_gradient": "deterministic"})
+    with pytest.raises(ValueError, match="deterministic one samples nothing"):
+        retina_estimator_gradients(deterministic, images, labels, torch.randn(2, 5, 2), samples=2)
+
+
+def test_the_estimator_control_script_measures_the_report_s_retina(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("estimator_control", root / "scripts" / "estimator_control.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    record = str(root / "reports" / "converged" / "records" / "ram-diff-converged-seed0.pt")
+    assert script.main(["--checkpoint", record, "--batches", "3", "--batch-size", "2", "--data-dir", "bundled"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| trained", "| initialisation"))]
+    assert [row.split(" | ")[2] for row in rows] == ["reparameterised", "score function, leave-one-out"] * 2

@@ -191,3 +191,15 @@ def test_a_sample_clipped_to_the_canvas_gives_the_head_no_gradient():
     assert torch.equal(out["locations"][:, 1], torch.ones(3, 2))
     torch.nn.functional.cross_entropy(out["logits"], torch.arange(3)).backward()
     assert torch.equal(model.location_policy.mean.weight.grad, torch.zeros_like(model.location_policy.mean.weight))
+
+
+def test_the_states_it_returns_are_those_its_policy_read_each_location_from():
+    """The score-function estimate (glimpse/gradient_noise.py) recomputes each location's mean
+    from the returned core states: they must give back the locations the forward sampled."""
+    torch.manual_seed(0)
+    model = DifferentiableRetinaRAM(RetinaRAMConfig(n_glimpses=4, hidden_size=32, location_std=0.2))
+    noise = torch.randn(3, 3, 2)
+    out = model(canvases(3).float()[:, None] / 255, noise)
+    assert out["states"].shape == (3, 3, 32)
+    mean, std = model.location_policy(out["states"])
+    torch.testing.assert_close(out["locations"][:, 1:], (mean + std * noise).clamp(-1, 1))

@@ -85,7 +85,9 @@ class RetinaRAMConfig:
 
 class DifferentiableRetinaRAM(nn.Module):
     """images (B, 1, H, W) in [0, 1] (+ ``noise`` (B, T-1, 2), standard normal, in training with
-    the reparameterised gradient) -> dict of ``logits`` (B, C) and ``locations`` (B, T, 2)."""
+    the reparameterised gradient) -> dict of ``logits`` (B, C), ``locations`` (B, T, 2) and
+    ``states`` (B, T-1, hidden): the core states the policy read each next location from (what a
+    score-function estimate of the policy's gradient needs, glimpse/gradient_noise.py)."""
 
     def __init__(self, config: RetinaRAMConfig):
         super().__init__()
@@ -100,18 +102,20 @@ class DifferentiableRetinaRAM(nn.Module):
         check_canvas_batch(images, c.canvas_size)
         ii = integral_image(images[:, 0])
         location = images.new_zeros(len(images), 2)  # the first glimpse at the centre
-        state, locations = REST, [location]
+        state, locations, states = REST, [location], []
         for t in range(c.n_glimpses):
             glimpse = read_glimpses(ii, location, c.glimpse_size, c.n_scales)
             where = location if c.where_gradient else location.detach()
             h, state = self.core(self.glimpse_network(glimpse, where), state)
             if t == c.n_glimpses - 1:
                 break
+            states.append(h)
             mean, std = self.location_policy(scale_gradient(h, c.attention_into_core))
             sampled = noise is not None and c.location_gradient == "reparameterised"
             location = (mean + std * noise[:, t] if sampled else mean).clamp(-1.0, 1.0)
             locations.append(location)
-        return {"logits": self.classifier(h), "locations": torch.stack(locations, 1)}
+        states = torch.stack(states, 1) if states else h.new_zeros(len(h), 0, h.shape[-1])
+        return {"logits": self.classifier(h), "locations": torch.stack(locations, 1), "states": states}
 
 
 @register

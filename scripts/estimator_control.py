@@ -1,0 +1,98 @@
+"""One policy, one objective, two gradients: REINFORCE's estimator against the reparameterised one.
+
+    python scripts/estimator_control.py --data-dir DIR
+    python scripts/estimator_control.py --checkpoint runs/NAME/best.pt --samples 2,4,8 --batches 100
+
+The differentiable retina's reparameterised variant (ram-diff) learns where to look from the
+gradient of its expected cross-entropy over Gaussian locations, taken through the sampled
+locations. REINFORCE's score-function estimator, with the leave-one-out baseline over K
+trajectories of each image, is unbiased for the same gradient of the same policy, so at the same
+weights and on the same minibatches their noise compares directly, without the reward's 0/1 or
+RAM's snapped retina in between. For the checkpoint's trained weights and for its run's
+initialisation (its seed, the policy's std where its schedule starts): the total variance of one
+minibatch's estimate of the location head's gradient over --batches minibatches of --batch-size
+images (K forward passes each; a 90 % bootstrap interval), the relative variance (trace over the
+squared norm of the mean, estimated without bias), and the agreement of the two means (about 1
+when both estimate one gradient; much larger shows a bias). Results: docs/gradients.md.
+Exit code 2 for a bad option or checkpoint.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from types import SimpleNamespace
+
+import torch
+
+from envs.data import DataError, load_mnist
+from glimpse.checkpoint import CheckpointError, load_model
+from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
+from glimpse.cpu import configure_cpu
+from glimpse.gradient_noise import retina_estimator_noise
+from glimpse.models import build_model, get_family
+
+DEFAULT = "reports/converged/records/ram-diff-converged-seed0.pt"  # the report's seed 0, weights kept
+
+
+def initialisation(payload: dict) -> torch.nn.Module:
+    """The run's own initial weights, with the policy's std where its schedule starts."""
+    torch.manual_seed(payload["train_config"]["seed"])
+    model = build_model(payload["kind"], payload["model_config"]).eval()
+    get_family(payload["kind"]).schedule(model, SimpleNamespace(**payload["train_config"]), 0.0)
+    return model
+
+
+def row_cells(weights: str, samples: int, result: dict) -> list[tuple]:
+    rows = []
+    for name in ("reparameterised", "score function"):
+        r = result[name]
+        rows.append((weights, samples, name if name == "reparameterised" else "score function, leave-one-out",
+                     f"{r['trace']:.4g}", f"{r['trace_interval'][0]:.4g} to {r['trace_interval'][1]:.4g}",
+                     "unbounded" if r["relative_variance"] == float("inf") else f"{r['relative_variance']:.3g}",
+                     f"{result['agreement']:.2f}"))
+    return rows
+
+
+@interruptible
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", default=DEFAULT, help=f"a reparameterised ram-diff checkpoint or report "
+                        f"record with weights (default {DEFAULT})")
+    parser.add_argument("--samples", default="4", help="comma-separated K trajectories per image (>= 2)")
+    parser.add_argument("--batches", type=int, default=200, help="minibatches per estimate")
+    parser.add_argument("--batch-size", type=int, default=32, help="images per minibatch")
+    parser.add_argument("--seed", type=int, default=30_000, help="minibatch i is drawn from seed + i")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
+    args = parser.parse_args(argv)
+    try:
+        try:
+            counts = [int(k) for k in args.samples.split(",") if k.strip()]
+        except ValueError:
+            raise ValueError(f"--samples must be comma-separated integers, got {args.samples!r}") from None
+        if not counts or min(counts) < 2 or max(counts) > 1000:
+            raise ValueError(f"--samples must be between 2 and 1000 (the leave-one-out baseline), got {args.samples}")
+        if args.batches < 2 or args.batch_size < 1 or args.seed < 0:
+            raise ValueError("--batches must be >= 2, --batch-size >= 1 and --seed >= 0")
+        configure_cpu(check_threads(args.threads))
+        trained, payload = load_model(args.checkpoint)
+        if payload["kind"] != "ram-diff" or payload["model_config"].get("location_gradient") != "reparameterised":
+            raise ValueError(f"{args.checkpoint} is not a reparameterised differentiable-retina (ram-diff) model: "
+                             f"only it samples locations and backpropagates through them")
+        data = load_mnist(args.data_dir)
+        rows = []
+        for weights, model in (("trained", trained), ("initialisation", initialisation(payload))):
+            for k in counts:
+                result = retina_estimator_noise(model, payload["task"], data.train, k, args.batches, args.batch_size,
+                                                args.seed, show_progress=True)
+                rows += row_cells(weights, k, result)
+    except (ValueError, DataError, CheckpointError, OSError) as exc:
+        return fail(exc)
+    print(f"{args.checkpoint}: {args.batches} minibatches of {args.batch_size} images, each played K times")
+    print(markdown_table(("weights", "K", "estimator", "total variance per minibatch", "90 % bootstrap interval",
+                          "relative variance", "agreement of the means"), rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
