@@ -27,7 +27,7 @@ from glimpse.progress import progress
 __all__ = [
     "attention_parameters", "baseline_name", "gradient_estimates", "reinforce_attention_gradient",
     "reinforce_estimator_noise", "reinforce_gradient_fn", "relative_variance", "relative_variance_interval",
-    "retina_estimator_gradients", "retina_estimator_noise", "soft_attention_gradient", "soft_gradient_fn",
+    "location_estimator_gradients", "location_estimator_noise", "soft_attention_gradient", "soft_gradient_fn",
     "soft_minibatch", "trace_and_signal", "trace_interval",
 ]
 
@@ -243,69 +243,75 @@ def soft_gradient_fn(model: nn.Module, arch: str, task: dict, digits, batch_size
 
 
 # ---------------------------------------------------------------------------------------------
-# one policy, one objective, two estimators: the differentiable retina's reparameterised
-# gradient against the score function (REINFORCE's estimator) at the same weights
+# one policy, one objective, two estimators: a reparameterised model's gradient through its
+# drawn locations against the score function (REINFORCE's estimator) at the same weights
 # ---------------------------------------------------------------------------------------------
 
-def retina_estimator_gradients(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, noise: torch.Tensor,
-                               samples: int) -> dict[str, torch.Tensor]:
-    """Two unbiased estimates (d,) of one gradient: of the expected cross-entropy w.r.t. the
-    location policy's mean head of a reparameterised differentiable-retina model (ram-diff), over
-    the policy's Gaussian locations, from the same forward pass.
+def location_estimator_gradients(model: nn.Module, arch: str, images: torch.Tensor, labels: torch.Tensor,
+                                 noise_seed: int, samples: int) -> dict[str, torch.Tensor]:
+    """Two unbiased estimates (d,) of one gradient, and the one training takes: of the expected
+    cross-entropy over the Gaussian locations of an ``arch`` model that draws them
+    reparameterised (``Family.reparameterised_locations``: the differentiable retina), w.r.t.
+    its attention parameters (:func:`attention_parameters`).
 
     images (N, 1, H, W) and labels (N,) hold each of N / ``samples`` images ``samples`` times in a
-    row; noise (N, T-1, 2) standard normal draws the locations ``mean + std * noise`` (clipped to
-    the canvas, as training clips them). ``"reparameterised"``: backpropagation of the mean
-    cross-entropy through the sampled locations (how the family trains). ``"score function"``:
-    REINFORCE's estimator of the same gradient, with the locations as actions: each trajectory's
-    cross-entropy minus the mean of its image's other ``samples`` - 1 (the leave-one-out baseline)
-    times the gradient of sum_t log N(l_t; mean_t, std^2), mean_t read from the core state the
-    forward used (detached: the actions before it are fixed samples). The unclipped draw enters
-    the density, so both estimate the gradient of the clipped objective. Weights are not
-    changed; no ``.grad`` is written."""
+    row; the family's training forward draws the locations from a generator seeded with
+    ``noise_seed``, the same draws for every estimate. ``"reparameterised"``: backpropagation of
+    the mean cross-entropy through the drawn locations, in the family's exact backward pass
+    (``Family.exact_backward``: undamped; a damped gradient is no objective's gradient, and
+    REINFORCE's would not estimate it). ``"score function"``: REINFORCE's estimator of the same
+    gradient, the locations taken as actions: each trajectory's cross-entropy minus the mean of its
+    image's other ``samples`` - 1 (the leave-one-out baseline), times the gradient of the drawn
+    locations' log-density (``Family.location_log_prob``). ``"reparameterised, as trained"``: the
+    model's own backward pass, the gradient its run trained with (biased where it damps). Weights
+    are not changed; no ``.grad`` is written."""
+    family = get_family(arch)
     if samples < 2 or len(images) % samples:
         raise ValueError(f"the leave-one-out baseline needs >= 2 samples of each image, dividing {len(images)}")
-    if model.config.location_gradient != "reparameterised":
-        raise ValueError("the estimators compare on the reparameterised retina: a deterministic one samples nothing")
-    params = list(attention_parameters(model, "ram-diff").values())
+    if not family.reparameterised_locations(model.config.to_dict()):
+        raise ValueError(f"this {arch} model draws no reparameterised locations: there is no second estimator to compare")
+    params = list(attention_parameters(model, arch).values())
+
+    def forward() -> dict:
+        generator = torch.Generator(device=images.device).manual_seed(noise_seed)
+        return family.training_forward(model, images, generator, slice(None), len(images))
+
     with _requires_grad(params):
-        outputs = model(images, noise)
-        losses = F.cross_entropy(outputs["logits"], labels, reduction="none")  # (N,)
-        reparameterised = _flat_grad(losses.mean(), params, retain_graph=True)
-        policy = model.location_policy
-        mean, std = policy(outputs["states"].detach())  # (N, T-1, 2): the means the forward sampled around
-        drawn = mean.detach() + std * noise
-        log_prob = policy.log_prob(mean.flatten(0, 1), std.flatten(0, 1), drawn.flatten(0, 1)).view(len(images), -1)
-        per_image = losses.detach().view(-1, samples)
-        baseline = (per_image.sum(1, keepdim=True) - per_image) / (samples - 1)
-        advantage = (per_image - baseline).reshape(-1)  # (N,)
-        score = _flat_grad((advantage * log_prob.sum(1)).mean(), params)
-    return {"reparameterised": reparameterised, "score function": score}
+        as_trained = _flat_grad(F.cross_entropy(forward()["logits"], labels), params)
+        with family.exact_backward(model):
+            outputs = forward()
+            losses = F.cross_entropy(outputs["logits"], labels, reduction="none")  # (N,)
+            reparameterised = _flat_grad(losses.mean(), params, retain_graph=True)
+            per_image = losses.detach().view(-1, samples)
+            baseline = (per_image.sum(1, keepdim=True) - per_image) / (samples - 1)
+            advantage = (per_image - baseline).reshape(-1)  # (N,)
+            score = _flat_grad((advantage * family.location_log_prob(model, outputs)).mean(), params)
+    return {"reparameterised": reparameterised, "reparameterised, as trained": as_trained, "score function": score}
 
 
-def retina_estimator_noise(model: nn.Module, task: dict, digits, samples: int, n_batches: int, batch_size: int,
-                           seed: int = 30_000, n_bootstrap: int = 200, show_progress: bool = False) -> dict:
-    """:func:`retina_estimator_gradients` on ``n_batches`` minibatches of ``batch_size`` training
-    images (``soft_minibatch`` from ``seed + i``), each image ``samples`` times with its own noise
+def location_estimator_noise(model: nn.Module, arch: str, task: dict, digits, samples: int, n_batches: int,
+                             batch_size: int, seed: int = 30_000, n_bootstrap: int = 200,
+                             show_progress: bool = False) -> dict:
+    """:func:`location_estimator_gradients` on ``n_batches`` minibatches of ``batch_size`` training
+    images (``soft_minibatch`` from ``seed + i``), each image ``samples`` times with its own draws
     (seeded apart). For each estimator: ``trace`` (total variance of one minibatch's estimate),
-    its 90 % bootstrap interval and the relative variance (:func:`relative_variance`). Both are
-    unbiased for one gradient, so ``agreement`` = |mean difference|^2 / (trace of the
-    differences' covariance / n_batches) is about 1 when they agree and grows with a bias."""
-    per_estimator: dict[str, list[torch.Tensor]] = {"reparameterised": [], "score function": []}
+    its 90 % bootstrap interval, the relative variance (:func:`relative_variance`) and its
+    ``agreement`` with the score function: |mean difference|^2 / (trace of the differences'
+    covariance / n_batches), about 1 where both estimate one gradient, growing with a bias."""
+    per_estimator: dict[str, list[torch.Tensor]] = {}
     batches = progress(range(n_batches), disable=not show_progress, desc="minibatches", unit="minibatch")
     for i in batches:
         images, labels = soft_minibatch(task, digits, batch_size, seed + i)
-        generator = torch.Generator().manual_seed(NOISE_SEED_OFFSET + seed + i)
-        noise = torch.randn((batch_size * samples, model.config.n_glimpses - 1, 2), generator=generator)
-        grads = retina_estimator_gradients(model, images.repeat_interleave(samples, 0),
-                                           labels.repeat_interleave(samples, 0), noise, samples)
+        grads = location_estimator_gradients(model, arch, images.repeat_interleave(samples, 0),
+                                             labels.repeat_interleave(samples, 0), NOISE_SEED_OFFSET + seed + i, samples)
         for name, grad in grads.items():
-            per_estimator[name].append(grad.double())
+            per_estimator.setdefault(name, []).append(grad.double())
     stacked = {name: torch.stack(grads) for name, grads in per_estimator.items()}
     result = {}
     for name, grads in stacked.items():
+        difference = grads - stacked["score function"]
+        agreement = float(difference.mean(0).pow(2).sum() / (trace_and_signal(difference)[0] / n_batches)) \
+            if name != "score function" else math.nan
         result[name] = {"trace": trace_and_signal(grads)[0], "trace_interval": trace_interval(grads, n_bootstrap, seed),
-                        "relative_variance": relative_variance(grads)}
-    difference = stacked["score function"] - stacked["reparameterised"]
-    result["agreement"] = float(difference.mean(0).pow(2).sum() / (trace_and_signal(difference)[0] / n_batches))
+                        "relative_variance": relative_variance(grads), "agreement": agreement}
     return result

@@ -8,12 +8,13 @@ gradient of its expected cross-entropy over Gaussian locations, taken through th
 locations. REINFORCE's score-function estimator, with the leave-one-out baseline over K
 trajectories of each image, is unbiased for the same gradient of the same policy, so at the same
 weights and on the same minibatches their noise compares directly, without the reward's 0/1 or
-RAM's snapped retina in between. For the checkpoint's trained weights and for its run's
+RAM's snapped retina in between. Exact: the undamped backward pass (the gradient both estimate);
+as trained: the run's own, damped by --attention-into-core (biased). For the checkpoint's trained weights and for its run's
 initialisation (its seed, the policy's std where its schedule starts): the total variance of one
 minibatch's estimate of the location head's gradient over --batches minibatches of --batch-size
 images (K forward passes each; a 90 % bootstrap interval), the relative variance (trace over the
-squared norm of the mean, estimated without bias), and the agreement of the two means (about 1
-when both estimate one gradient; much larger shows a bias). Results: docs/gradients.md.
+squared norm of the mean, estimated without bias), and each mean's agreement with the score
+function's (about 1 when both estimate one gradient; much larger shows a bias). Results: docs/gradients.md.
 Exit code 2 for a bad option or checkpoint.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from envs.data import DataError, load_mnist
 from glimpse.checkpoint import CheckpointError, load_model
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
 from glimpse.cpu import configure_cpu
-from glimpse.gradient_noise import retina_estimator_noise
+from glimpse.gradient_noise import location_estimator_noise
 from glimpse.models import build_model, get_family
 
 DEFAULT = "reports/converged/records/ram-diff-converged-seed0.pt"  # the report's seed 0, weights kept
@@ -43,14 +44,12 @@ def initialisation(payload: dict) -> torch.nn.Module:
 
 
 def row_cells(weights: str, samples: int, result: dict) -> list[tuple]:
-    rows = []
-    for name in ("reparameterised", "score function"):
-        r = result[name]
-        rows.append((weights, samples, name if name == "reparameterised" else "score function, leave-one-out",
-                     f"{r['trace']:.4g}", f"{r['trace_interval'][0]:.4g} to {r['trace_interval'][1]:.4g}",
-                     "unbounded" if r["relative_variance"] == float("inf") else f"{r['relative_variance']:.3g}",
-                     f"{result['agreement']:.2f}"))
-    return rows
+    names = {"reparameterised": "reparameterised, exact", "reparameterised, as trained": "reparameterised, as trained",
+             "score function": "score function, leave-one-out"}
+    return [(weights, samples, label, f"{r['trace']:.4g}", f"{r['trace_interval'][0]:.4g} to {r['trace_interval'][1]:.4g}",
+             "unbounded" if r["relative_variance"] == float("inf") else f"{r['relative_variance']:.3g}",
+             "-" if name == "score function" else f"{r['agreement']:.2f}")
+            for name, label in names.items() for r in (result[name],)]
 
 
 @interruptible
@@ -76,21 +75,21 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--batches must be >= 2, --batch-size >= 1 and --seed >= 0")
         configure_cpu(check_threads(args.threads))
         trained, payload = load_model(args.checkpoint)
-        if payload["kind"] != "ram-diff" or payload["model_config"].get("location_gradient") != "reparameterised":
-            raise ValueError(f"{args.checkpoint} is not a reparameterised differentiable-retina (ram-diff) model: "
-                             f"only it samples locations and backpropagates through them")
+        if not get_family(payload["kind"]).reparameterised_locations(payload["model_config"]):
+            raise ValueError(f"{args.checkpoint} holds a {payload['kind']} model that draws no reparameterised "
+                             f"locations (the differentiable retina's reparameterised variant does)")
         data = load_mnist(args.data_dir)
         rows = []
         for weights, model in (("trained", trained), ("initialisation", initialisation(payload))):
             for k in counts:
-                result = retina_estimator_noise(model, payload["task"], data.train, k, args.batches, args.batch_size,
-                                                args.seed, show_progress=True)
+                result = location_estimator_noise(model, payload["kind"], payload["task"], data.train, k, args.batches,
+                                                  args.batch_size, args.seed, show_progress=True)
                 rows += row_cells(weights, k, result)
     except (ValueError, DataError, CheckpointError, OSError) as exc:
         return fail(exc)
     print(f"{args.checkpoint}: {args.batches} minibatches of {args.batch_size} images, each played K times")
     print(markdown_table(("weights", "K", "estimator", "total variance per minibatch", "90 % bootstrap interval",
-                          "relative variance", "agreement of the means"), rows))
+                          "relative variance", "agreement with the score function"), rows))
     return 0
 
 

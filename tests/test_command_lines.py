@@ -40,7 +40,7 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys):
     ("comparisons", ["--add", "/etc/passwd", "checkpoints/sat-cluttered60.pt"], "is outside the clone"),
     ("estimator_control", ["--samples", "1"], "--samples must be between 2 and 1000"),
     ("estimator_control", ["--checkpoint", "checkpoints/ram-diff-cluttered60.pt"],
-     "is not a reparameterised differentiable-retina (ram-diff) model"),
+     "model that draws no reparameterised locations"),
 ])
 def test_scripts_refuse_bad_input_in_one_line(name, argv, message, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)

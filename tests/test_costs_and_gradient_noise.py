@@ -11,7 +11,7 @@ from envs import ClutteredMNISTVectorEnv
 from glimpse.costs import flop_breakdown, flops_per_image, pixels_read
 from glimpse.gradient_noise import (attention_parameters, gradient_estimates, reinforce_attention_gradient,
                                     reinforce_gradient_fn, relative_variance, relative_variance_interval,
-                                    retina_estimator_gradients, retina_estimator_noise, soft_gradient_fn,
+                                    location_estimator_gradients, location_estimator_noise, soft_gradient_fn,
                                     soft_minibatch, trace_and_signal)
 from glimpse.models import build_model, get_family, list_families
 from glimpse.models.ram.location import LocationPolicy
@@ -254,26 +254,47 @@ def test_the_retina_s_two_estimators_estimate_one_gradient(bundled):
     """The reparameterised gradient and REINFORCE's score function (leave-one-out over K) are
     unbiased for the same gradient of the same policy: their means agree within their noise."""
     torch.manual_seed(0)
-    model = build_model("ram-diff", {"location_gradient": "reparameterised", "location_std": 0.25})
+    model = build_model("ram-diff", {"location_gradient": "reparameterised", "location_std": 0.25, "where_gradient": True})
     head = model.location_policy.mean
-    result = retina_estimator_noise(model, CLUTTERED60, bundled.train, samples=4, n_batches=30, batch_size=4)
-    assert result["agreement"] < 4  # about 1; a bias would grow it with the minibatches
-    for name in ("reparameterised", "score function"):
+    result = location_estimator_noise(model, "ram-diff", CLUTTERED60, bundled.train, samples=4, n_batches=30,
+                                      batch_size=4)
+    assert result["reparameterised"]["agreement"] < 4  # about 1; a bias would grow it with the minibatches
+    for name in ("reparameterised", "reparameterised, as trained", "score function"):
         assert result[name]["trace"] > 0 and result[name]["trace_interval"][0] <= result[name]["trace"]
     assert all(p.grad is None for p in model.parameters()) and head.weight.requires_grad
 
     images, labels = soft_minibatch(CLUTTERED60, bundled.train, 2, seed=0)
-    same_noise = torch.randn(2, 5, 2).repeat_interleave(3, 0)  # every trajectory of an image alike
-    grads = retina_estimator_gradients(model, images.repeat_interleave(3, 0), labels.repeat_interleave(3, 0),
-                                       same_noise, samples=3)
-    assert grads["reparameterised"].shape == grads["score function"].shape == (head.weight.numel() + 2,)
-    assert grads["reparameterised"].abs().sum() > 0
-    assert torch.equal(grads["score function"], torch.zeros_like(grads["score function"]))  # no advantage anywhere
+    twice = (images.repeat_interleave(3, 0), labels.repeat_interleave(3, 0))
+    grads = location_estimator_gradients(model, "ram-diff", *twice, noise_seed=7, samples=3)
+    assert {g.shape for g in grads.values()} == {(head.weight.numel() + 2,)}
+    assert all(g.abs().sum() > 0 for g in grads.values())
+    again = location_estimator_gradients(model, "ram-diff", *twice, noise_seed=7, samples=3)
+    assert all(torch.equal(grads[name], again[name]) for name in grads)  # seeded draws
     with pytest.raises(ValueError, match=">= 2 samples"):
-        retina_estimator_gradients(model, images, labels, torch.randn(2, 5, 2), samples=1)
-    deterministic = build_model("ram-diff", {"location_gradient": "deterministic"})
-    with pytest.raises(ValueError, match="deterministic one samples nothing"):
-        retina_estimator_gradients(deterministic, images, labels, torch.randn(2, 5, 2), samples=2)
+        location_estimator_gradients(model, "ram-diff", images, labels, 0, samples=1)
+    with pytest.raises(ValueError, match="draws no reparameterised locations"):
+        location_estimator_gradients(build_model("ram-diff", {"location_gradient": "deterministic"}), "ram-diff",
+                                     images, labels, 0, samples=2)
+
+
+def test_the_retina_s_estimators_take_the_exact_gradient_of_a_damped_model(bundled):
+    """Damping (--attention-into-core) changes only the backward pass; the comparison takes the
+    undamped one, the gradient REINFORCE estimates, and leaves the model's config as it was."""
+    torch.manual_seed(0)
+    damped = build_model("ram-diff", {"location_gradient": "reparameterised", "attention_into_core": 0.1,
+                                      "where_gradient": True})
+    undamped = build_model("ram-diff", {"location_gradient": "reparameterised", "attention_into_core": 1.0,
+                                        "where_gradient": True})
+    undamped.load_state_dict(damped.state_dict())
+    images, labels = soft_minibatch(CLUTTERED60, bundled.train, 2, seed=0)
+    args = (images.repeat_interleave(2, 0), labels.repeat_interleave(2, 0), 3, 2)
+    exact = location_estimator_gradients(damped, "ram-diff", *args)
+    undamped_grads = location_estimator_gradients(undamped, "ram-diff", *args)
+    for name in ("reparameterised", "score function"):
+        torch.testing.assert_close(exact[name], undamped_grads[name])
+    assert not torch.allclose(exact["reparameterised, as trained"], exact["reparameterised"])  # damped: another gradient
+    torch.testing.assert_close(undamped_grads["reparameterised, as trained"], undamped_grads["reparameterised"])
+    assert damped.config.attention_into_core == 0.1
 
 
 def test_the_estimator_control_script_measures_the_report_s_retina(capsys):
@@ -287,4 +308,5 @@ def test_the_estimator_control_script_measures_the_report_s_retina(capsys):
     record = str(root / "reports" / "converged" / "records" / "ram-diff-converged-seed0.pt")
     assert script.main(["--checkpoint", record, "--batches", "3", "--batch-size", "2", "--data-dir", "bundled"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| trained", "| initialisation"))]
-    assert [row.split(" | ")[2] for row in rows] == ["reparameterised", "score function, leave-one-out"] * 2
+    assert [row.split(" | ")[2] for row in rows] == ["reparameterised, exact", "reparameterised, as trained",
+                                                     "score function, leave-one-out"] * 2

@@ -1,5 +1,7 @@
 """The estimator control: RAM's retina read differentiably in the location, and the family that
 learns where to look through it by backpropagation."""
+import math
+
 import pytest
 import torch
 
@@ -193,13 +195,20 @@ def test_a_sample_clipped_to_the_canvas_gives_the_head_no_gradient():
     assert torch.equal(model.location_policy.mean.weight.grad, torch.zeros_like(model.location_policy.mean.weight))
 
 
-def test_the_states_it_returns_are_those_its_policy_read_each_location_from():
-    """The score-function estimate (glimpse/gradient_noise.py) recomputes each location's mean
-    from the returned core states: they must give back the locations the forward sampled."""
+def test_its_score_function_reads_the_draws_from_the_states_the_policy_read():
+    """What a score-function estimate needs (glimpse/gradient_noise.py): the returned states give
+    back the means each location was drawn around, and the density is of the unclipped draws."""
     torch.manual_seed(0)
+    family = get_family("ram-diff")
     model = DifferentiableRetinaRAM(RetinaRAMConfig(n_glimpses=4, hidden_size=32, location_std=0.2))
+    assert family.reparameterised_locations(model.config.to_dict())
+    assert not family.reparameterised_locations({**model.config.to_dict(), "location_gradient": "deterministic"})
     noise = torch.randn(3, 3, 2)
+    noise[0, 0] = 40.0  # far off the canvas: clipped, and its density is the draw's, not the edge's
     out = model(canvases(3).float()[:, None] / 255, noise)
-    assert out["states"].shape == (3, 3, 32)
+    assert out["states"].shape == (3, 3, 32) and out["draws"].shape == (3, 3, 2)
     mean, std = model.location_policy(out["states"])
-    torch.testing.assert_close(out["locations"][:, 1:], (mean + std * noise).clamp(-1, 1))
+    torch.testing.assert_close(out["draws"], mean + std * noise)
+    torch.testing.assert_close(out["locations"][:, 1:], out["draws"].clamp(-1, 1))
+    expected = (-0.5 * noise.pow(2) - torch.log(std) - 0.5 * math.log(2 * math.pi)).sum((1, 2))
+    torch.testing.assert_close(family.location_log_prob(model, out), expected)

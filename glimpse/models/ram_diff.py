@@ -32,7 +32,8 @@ Evaluation follows the mean, as RAM's does. Honest differences from RAM:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import contextlib
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from torch import nn
@@ -85,9 +86,10 @@ class RetinaRAMConfig:
 
 class DifferentiableRetinaRAM(nn.Module):
     """images (B, 1, H, W) in [0, 1] (+ ``noise`` (B, T-1, 2), standard normal, in training with
-    the reparameterised gradient) -> dict of ``logits`` (B, C), ``locations`` (B, T, 2) and
-    ``states`` (B, T-1, hidden): the core states the policy read each next location from (what a
-    score-function estimate of the policy's gradient needs, glimpse/gradient_noise.py)."""
+    the reparameterised gradient) -> dict of ``logits`` (B, C), ``locations`` (B, T, 2), and what a
+    score-function estimate of the policy's gradient needs (:meth:`RetinaRAMFamily.location_log_prob`):
+    ``states`` (B, T-1, hidden), the core states the policy read each next location from, and
+    ``draws`` (B, T-1, 2), each next location before it was clipped to the canvas."""
 
     def __init__(self, config: RetinaRAMConfig):
         super().__init__()
@@ -102,7 +104,7 @@ class DifferentiableRetinaRAM(nn.Module):
         check_canvas_batch(images, c.canvas_size)
         ii = integral_image(images[:, 0])
         location = images.new_zeros(len(images), 2)  # the first glimpse at the centre
-        state, locations, states = REST, [location], []
+        state, locations, states, draws = REST, [location], [], []
         for t in range(c.n_glimpses):
             glimpse = read_glimpses(ii, location, c.glimpse_size, c.n_scales)
             where = location if c.where_gradient else location.detach()
@@ -112,10 +114,14 @@ class DifferentiableRetinaRAM(nn.Module):
             states.append(h)
             mean, std = self.location_policy(scale_gradient(h, c.attention_into_core))
             sampled = noise is not None and c.location_gradient == "reparameterised"
-            location = (mean + std * noise[:, t] if sampled else mean).clamp(-1.0, 1.0)
+            draws.append(mean + std * noise[:, t] if sampled else mean)
+            location = draws[-1].clamp(-1.0, 1.0)
             locations.append(location)
-        states = torch.stack(states, 1) if states else h.new_zeros(len(h), 0, h.shape[-1])
-        return {"logits": self.classifier(h), "locations": torch.stack(locations, 1), "states": states}
+        if not states:  # a single glimpse: no location was drawn
+            return {"logits": self.classifier(h), "locations": torch.stack(locations, 1),
+                    "states": h.new_zeros(len(h), 0, h.shape[-1]), "draws": h.new_zeros(len(h), 0, 2)}
+        return {"logits": self.classifier(h), "locations": torch.stack(locations, 1),
+                "states": torch.stack(states, 1), "draws": torch.stack(draws, 1)}
 
 
 @register
@@ -182,6 +188,27 @@ class RetinaRAMFamily(Family):
 
     def attention_module(self, model: nn.Module) -> nn.Module:
         return model.location_policy.mean
+
+    def reparameterised_locations(self, model_config: dict) -> bool:
+        return self.config(model_config).location_gradient == "reparameterised"
+
+    def location_log_prob(self, model: nn.Module, outputs: dict) -> torch.Tensor:
+        """The unclipped draws' density, so that the score function estimates the gradient of the
+        clipped objective, as the reparameterised gradient does."""
+        mean, std = model.location_policy(outputs["states"].detach())  # (B, T-1, 2): the means drawn around
+        density = LocationPolicy.log_prob(mean.flatten(0, 1), std.flatten(0, 1), outputs["draws"].flatten(0, 1))
+        return density.view(len(mean), -1).sum(1)
+
+    @contextlib.contextmanager
+    def exact_backward(self, model: nn.Module):
+        """Undamped (``attention_into_core`` 1), the "where" input's gradient on; the config, read
+        at every forward, comes back afterwards."""
+        saved = model.config
+        model.config = replace(saved, attention_into_core=1.0, where_gradient=True)
+        try:
+            yield
+        finally:
+            model.config = saved
 
     def sensor_and_gradient(self, train_config: dict) -> tuple[str, str]:
         if train_config.get("location_gradient") == "deterministic":

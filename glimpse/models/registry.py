@@ -26,6 +26,7 @@ for TensorBoard and the report.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
@@ -261,6 +262,24 @@ class Family:
     def attention_module(self, model: nn.Module) -> nn.Module | None:
         """The module whose parameters decide where the model looks (None: no attention)."""
         return None
+
+    def reparameterised_locations(self, model_config: dict) -> bool:
+        """Capability: a model of this config draws where it looks from a Gaussian policy in its
+        training forward, with the gradient through the drawn locations; then
+        :meth:`location_log_prob` gives the score function REINFORCE would use for the same policy
+        (glimpse/gradient_noise.py compares the two estimators)."""
+        return False
+
+    def location_log_prob(self, model: nn.Module, outputs: dict) -> torch.Tensor:
+        """(B,) sum over steps of the log-density of the locations the training forward drew
+        (``outputs``), differentiable in the policy's parameters only, the states it read them from
+        detached (the actions before each are fixed samples)."""
+        raise NotImplementedError(f"{self.name} draws no reparameterised locations")
+
+    def exact_backward(self, model: nn.Module) -> contextlib.AbstractContextManager:
+        """A context inside which the model's backward pass is the exact gradient of its loss
+        (any damping of a gradient path off; the forward pass unchanged). Default: it already is."""
+        return contextlib.nullcontext()
 
     def run_label(self, config) -> str:
         """How a run of training options ``config`` starts its default name: the family's name, or
