@@ -30,7 +30,7 @@ import torch
 from envs import TASKS
 from envs.data import DataError, load_mnist
 from envs.engine import fixed_canvas_set
-from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
+from glimpse.cli import ArgumentParser, check_threads, fail, int_list, interruptible, markdown_table
 from glimpse.models import list_families
 from glimpse.speed import (TRAINING_PHASES, env_steps_per_second, eval_images_per_second, matmul_gflops,
                            parallel_training_speed, training_flops_per_image, training_speed)
@@ -53,16 +53,6 @@ def timed_families(text: str) -> tuple:
                                              f"or names from {', '.join(known)}")
         chosen = [known[name] for name in names]
     return tuple((f.title, family_options(f), 30 if f.learns_by_reinforce else 10) for f in chosen)
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
 
 
 @interruptible

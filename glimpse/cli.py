@@ -35,6 +35,17 @@ def interruptible(main):
     return wrapped
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type of a list option: comma-separated positive integers ("1,2,4")."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
 def check_threads(threads: int, zero_means_default: bool = False) -> int:
     """``threads`` for ``--threads`` (0 allowed where it means torch's default); ValueError otherwise."""
     low = 0 if zero_means_default else 1

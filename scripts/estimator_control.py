@@ -27,7 +27,7 @@ import torch
 
 from envs.data import DataError, load_mnist
 from glimpse.checkpoint import CheckpointError, load_model
-from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
+from glimpse.cli import ArgumentParser, check_threads, fail, int_list, interruptible, markdown_table
 from glimpse.cpu import configure_cpu
 from glimpse.gradient_noise import location_estimator_noise
 from glimpse.models import build_model, get_family
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default=DEFAULT, help=f"a reparameterised ram-diff checkpoint or report "
                         f"record with weights (default {DEFAULT})")
-    parser.add_argument("--samples", default="4", help="comma-separated K trajectories per image (>= 2)")
+    parser.add_argument("--samples", type=int_list, default=(4,), help="comma-separated K trajectories per image (>= 2)")
     parser.add_argument("--batches", type=int, default=200, help="minibatches per estimate")
     parser.add_argument("--batch-size", type=int, default=32, help="images per minibatch")
     parser.add_argument("--seed", type=int, default=30_000, help="minibatch i is drawn from seed + i")
@@ -65,12 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     args = parser.parse_args(argv)
     try:
-        try:
-            counts = [int(k) for k in args.samples.split(",") if k.strip()]
-        except ValueError:
-            raise ValueError(f"--samples must be comma-separated integers, got {args.samples!r}") from None
+        counts = args.samples
         if not counts or min(counts) < 2 or max(counts) > 1000:
-            raise ValueError(f"--samples must be between 2 and 1000 (the leave-one-out baseline), got {args.samples}")
+            raise ValueError(f"--samples must be between 2 and 1000 (the leave-one-out baseline), got {','.join(map(str, counts))}")
         if args.batches < 2 or args.batch_size < 1 or args.seed < 0:
             raise ValueError("--batches must be >= 2, --batch-size >= 1 and --seed >= 0")
         configure_cpu(check_threads(args.threads))

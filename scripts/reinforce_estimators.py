@@ -20,7 +20,7 @@ import torch
 
 from envs.data import DataError
 from glimpse.checkpoint import CheckpointError, load_model
-from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, markdown_table
+from glimpse.cli import ArgumentParser, check_threads, fail, int_list, interruptible, markdown_table
 from glimpse.gradient_noise import reinforce_estimator_noise
 from glimpse.models import get_family
 from glimpse.cpu import configure_cpu
@@ -30,7 +30,7 @@ from glimpse.cpu import configure_cpu
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a checkpoint of a hard-attention family (REINFORCE)")
-    parser.add_argument("--samples", default="1,2,4,8", help="comma-separated K (1: the learned baseline)")
+    parser.add_argument("--samples", type=int_list, default=(1, 2, 4, 8), help="comma-separated K (1: the learned baseline)")
     parser.add_argument("--batches", type=int, default=100, help="minibatches per estimator")
     parser.add_argument("--batch-size", type=int, default=128, help="images per minibatch")
     parser.add_argument("--seed", type=int, default=20_000, help="minibatch i is drawn from seed + i")
@@ -38,10 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     args = parser.parse_args(argv)
     try:
-        try:
-            counts = [int(k) for k in args.samples.split(",") if k.strip()]
-        except ValueError:
-            raise ValueError(f"--samples must be comma-separated integers, got {args.samples!r}") from None
+        counts = args.samples
         if not counts or min(counts) < 1 or args.batches < 2 or args.batch_size < 1 or args.seed < 0:
             raise ValueError("--samples must be >= 1, --batches >= 2, --batch-size >= 1 and --seed >= 0")
         if max(counts) > 1000:  # as evaluate.py's --samples: each is a batch of that many episodes per image

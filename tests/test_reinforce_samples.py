@@ -143,4 +143,6 @@ def test_the_estimator_script_compares_baselines_at_equal_wall_clock(capsys):
     assert "| learned baseline" in out and "| leave-one-out, K = 2" in out and "| 1.00 " in out
     assert script.main(["--checkpoint", str(root / "checkpoints" / "sat-cluttered60.pt"), "--data-dir", "bundled"]) == 2
     assert "need hard attention" in capsys.readouterr().err
-    assert script.main(["--checkpoint", ram, "--samples", "0"]) == 2
+    with pytest.raises(SystemExit) as exit:  # argparse: exit code 2, one line
+        script.main(["--checkpoint", ram, "--samples", "0"])
+    assert exit.value.code == 2 and "expected positive integers" in capsys.readouterr().err
