@@ -6,9 +6,10 @@ report.py set, glimpse.cpu.configure_cpu), back to back in one process.
     python benchmarks/denormals.py --threads 1 --checkpoints checkpoints/draw-cluttered60.pt
 
 Denormals (below 1.2e-38 in float32) cost some x86 CPUs microcode on every multiply; where a
-trained model makes many of them (a narrow DRAW filter's tail), its matrix products slow down.
-Fresh weights rarely do, so benchmarks/speed.py (fresh weights) does not show it. Each training
-step continues from the checkpoint's weights (the optimiser starts afresh). Latest measurements:
+model makes many of them (a DRAW filter's tail), its matrix products slow down. This times
+trained models, whose filters are the narrow ones; benchmarks/speed.py times fresh weights, and
+flushes as training does. Each training step continues from the checkpoint's weights (the
+optimiser starts afresh). Latest measurements:
 docs/speed.md. Exit code 2 for a bad option or checkpoint.
 """
 from __future__ import annotations
