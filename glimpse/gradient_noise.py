@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from types import SimpleNamespace
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -20,14 +21,14 @@ from torch import nn
 from envs import ClutteredMNISTVectorEnv
 from envs.engine import DigitBank, first_locations, make_canvases
 from glimpse.losses import hybrid_loss
-from glimpse.models import get_family
+from glimpse.models import build_model, get_family
 from glimpse.models.registry import canvases_to_tensor
 from glimpse.progress import progress
 
 __all__ = [
     "attention_parameters", "baseline_name", "gradient_estimates", "reinforce_attention_gradient",
     "reinforce_estimator_noise", "reinforce_gradient_fn", "relative_variance", "relative_variance_interval",
-    "location_estimator_gradients", "location_estimator_noise", "soft_attention_gradient", "soft_gradient_fn",
+    "run_initialisation", "LOCATION_ESTIMATORS", "location_estimator_gradients", "location_estimator_noise", "soft_attention_gradient", "soft_gradient_fn",
     "soft_minibatch", "trace_and_signal", "trace_interval",
 ]
 
@@ -242,10 +243,26 @@ def soft_gradient_fn(model: nn.Module, arch: str, task: dict, digits, batch_size
     return grad_fn
 
 
+def run_initialisation(run: dict) -> nn.Module:
+    """A run's own initial weights, rebuilt from its checkpoint dict ``run`` (its seed and model
+    config), in eval mode, with what its schedule sets at the run's start (a policy's std): where
+    the expected attention gradient is clearly non-zero, as the comparisons at initialisation need."""
+    torch.manual_seed(run["train_config"]["seed"])
+    model = build_model(run["kind"], run["model_config"]).eval()
+    get_family(run["kind"]).schedule(model, SimpleNamespace(**run["train_config"]), 0.0)
+    return model
+
+
 # ---------------------------------------------------------------------------------------------
 # one policy, one objective, two estimators: a reparameterised model's gradient through its
 # drawn locations against the score function (REINFORCE's estimator) at the same weights
 # ---------------------------------------------------------------------------------------------
+
+# each estimator's key, and how tables name it; the score function (REINFORCE's), the others' reference, last
+LOCATION_ESTIMATORS = {"reparameterised": "reparameterised, exact",
+                       "reparameterised, as trained": "reparameterised, as trained",
+                       "score function": "score function, leave-one-out"}
+
 
 def location_estimator_gradients(model: nn.Module, arch: str, images: torch.Tensor, labels: torch.Tensor,
                                  noise_seed: int, samples: int) -> dict[str, torch.Tensor]:

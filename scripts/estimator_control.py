@@ -21,35 +21,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from types import SimpleNamespace
-
-import torch
 
 from envs.data import DataError, load_mnist
 from glimpse.checkpoint import CheckpointError, load_model
 from glimpse.cli import ArgumentParser, check_threads, fail, int_list, interruptible, markdown_table
 from glimpse.cpu import configure_cpu
-from glimpse.gradient_noise import location_estimator_noise
-from glimpse.models import build_model, get_family
+from glimpse.gradient_noise import LOCATION_ESTIMATORS, location_estimator_noise, run_initialisation
+from glimpse.models import get_family
 
 DEFAULT = "reports/converged/records/ram-diff-converged-seed0.pt"  # the report's seed 0, weights kept
 
 
-def initialisation(payload: dict) -> torch.nn.Module:
-    """The run's own initial weights, with the policy's std where its schedule starts."""
-    torch.manual_seed(payload["train_config"]["seed"])
-    model = build_model(payload["kind"], payload["model_config"]).eval()
-    get_family(payload["kind"]).schedule(model, SimpleNamespace(**payload["train_config"]), 0.0)
-    return model
-
-
 def row_cells(weights: str, samples: int, result: dict) -> list[tuple]:
-    names = {"reparameterised": "reparameterised, exact", "reparameterised, as trained": "reparameterised, as trained",
-             "score function": "score function, leave-one-out"}
     return [(weights, samples, label, f"{r['trace']:.4g}", f"{r['trace_interval'][0]:.4g} to {r['trace_interval'][1]:.4g}",
              "unbounded" if r["relative_variance"] == float("inf") else f"{r['relative_variance']:.3g}",
              "-" if name == "score function" else f"{r['agreement']:.2f}")
-            for name, label in names.items() for r in (result[name],)]
+            for name, label in LOCATION_ESTIMATORS.items() for r in (result[name],)]
 
 
 @interruptible
@@ -77,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"locations (the differentiable retina's reparameterised variant does)")
         data = load_mnist(args.data_dir)
         rows = []
-        for weights, model in (("trained", trained), ("initialisation", initialisation(payload))):
+        for weights, model in (("trained", trained), ("initialisation", run_initialisation(payload))):
             for k in counts:
                 result = location_estimator_noise(model, payload["kind"], payload["task"], data.train, k, args.batches,
                                                   args.batch_size, args.seed, show_progress=True)

@@ -55,6 +55,7 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     assert f"| {RAM.label} | REINFORCE + learned baseline | " in text and f"| {DRAW.label} | backpropagation | " in text
     assert f"(RAM: {get_family('ram').attention_module_text}; DRAW read: " in text
     assert all(f"leave-one-out baseline, K = {k} |" in text for k in (2, 4, 8))
+    assert "## One policy, two estimators" not in text  # none of these draws its locations reparameterised
     # sensor against gradient: a row per model that says what it reads and how it learns where
     assert "## Sensor against gradient" in text and f"| retina: a few glimpses | REINFORCE | {RAM.label} | " in text
     assert f"| filterbank: Gaussian filters over the whole canvas | backpropagation | {DRAW.label} | " in text
@@ -80,6 +81,38 @@ def test_report_builds_from_tiny_runs(tmp_path, capsys):
     assert "another budget" in capsys.readouterr().err
     assert stamps == {p: p.stat().st_mtime_ns for p in runs.glob("*/best.pt")}
     check_the_records_rebuild_it(runs, out, argv, names, text)
+
+
+def test_one_policy_is_measured_with_both_estimators_at_trained_weights_and_at_initialisation(tmp_path):
+    """The differentiable retina's reparameterised variant draws its locations from RAM's Gaussian
+    policy: the report measures REINFORCE's score function against the exact gradient of that policy
+    on the seed-0 run, at each K, and its numbers are glimpse.gradient_noise's on the run's weights."""
+    from glimpse.checkpoint import load_model
+    from envs.data import load_mnist
+    from glimpse.gradient_noise import location_estimator_noise, run_initialisation
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    argv = ["--runs", str(runs), "--out", str(out), "--train", "--seeds", "1", "--models", "ram-diff,ram-diff-deterministic",
+            *TINY]
+    assert report.main(argv) == 0
+    text = (out / "compare.md").read_text()
+    section = text.split("## One policy, two estimators")[1].split("\n## ")[0]
+    diff, deterministic = by_name("ram-diff"), by_name("ram-diff-deterministic")
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith(f"| {diff.label} | ")]
+    assert [(row[1], row[2], row[3]) for row in rows] == [
+        (weights, str(k), estimator) for weights in ("initialisation", "trained") for k in (2, 4, 8)
+        for estimator in ("reparameterised, exact", "reparameterised, as trained", "score function, leave-one-out")]
+    assert f"| {deterministic.label} |" not in section  # its locations are not drawn: no second estimator
+    assert all(row[6] == "1" and row[7] == "– |" for row in rows if row[3].startswith("score function"))
+    assert f"- **{diff.label}**: at initialisation the exact gradient's total variance is " in section
+    # the numbers are the measurement's own, on the run's weights and on its initialisation
+    trained, payload = load_model(runs / diff.run_name(0) / "best.pt")
+    digits = load_mnist("bundled").train
+    for weights, model in (("trained", trained), ("initialisation", run_initialisation(payload))):
+        result = location_estimator_noise(model, payload["kind"], payload["task"], digits, 4, 2, 32)
+        row = next(r for r in rows if r[1:4] == [weights, "4", "reparameterised, exact"])
+        assert row[4] == f"{result['reparameterised']['trace']:.4g}"
+        assert row[6] == f"{result['reparameterised']['trace'] / result['score function']['trace']:.3g}"
 
 
 def check_the_records_rebuild_it(runs, out, argv, names, text):

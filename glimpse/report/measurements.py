@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -14,8 +13,9 @@ from envs.task import BENCHMARK_VERSION
 from glimpse.benchmark import FRESH_SEED
 from glimpse.evaluation import evaluate_checkpoint
 from glimpse.costs import flops_per_image, pixels_read
-from glimpse.gradient_noise import (gradient_estimates, reinforce_estimator_noise, relative_variance,
-                                    relative_variance_interval, trace_and_signal)
+from glimpse.gradient_noise import (gradient_estimates, location_estimator_noise, reinforce_estimator_noise,
+                                    relative_variance, relative_variance_interval, run_initialisation,
+                                    trace_and_signal)
 from glimpse.models import build_model, get_family
 from glimpse.report.experiments import Experiment
 from glimpse.progress import say
@@ -305,9 +305,7 @@ def attention_gradient_spread(seed_runs: SeedRuns, data, n_batches: int, batch_s
     ``estimator``'s name."""
     run = seed_runs.runs[0]
     arch, task = run["kind"], run["task"]
-    torch.manual_seed(run["train_config"]["seed"])  # the run's own initial weights
-    model = build_model(arch, run["model_config"]).eval()
-    get_family(arch).schedule(model, SimpleNamespace(**run["train_config"]), 0.0)  # e.g. the policy std at its start
+    model = run_initialisation(run)
     grad_fn, estimator = learner_class(get_family(arch)).attention_gradient(
         arch, model, run["train_config"], task, data.train, batch_size, seed, data_dir)
     grads = gradient_estimates(grad_fn, range(n_batches))
@@ -322,3 +320,16 @@ def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_
     run = seed_runs.runs[0]
     return reinforce_estimator_noise(run["kind"], seed_runs.model(0), run["task"], samples, n_batches, batch_size,
                                      data_dir, seed)
+
+
+def location_estimators(seed_runs: SeedRuns, data, samples: int, n_batches: int, batch_size: int,
+                        seed: int = 30_000) -> dict:
+    """One policy, two estimators (:func:`glimpse.gradient_noise.location_estimator_noise`) on a
+    family that draws its locations reparameterised: at the seed-0 run's trained weights and at its
+    initialisation, ``samples`` trajectories of each image. Returns ``{"trained": ..., "initialisation": ...}``,
+    each a dict per estimator, and ``samples``."""
+    run = seed_runs.runs[0]
+    weights = {"trained": seed_runs.model(0), "initialisation": run_initialisation(run)}
+    return {"samples": samples, **{name: location_estimator_noise(model, run["kind"], run["task"], data.train, samples,
+                                                                   n_batches, batch_size, seed)
+                                   for name, model in weights.items()}}
