@@ -26,17 +26,11 @@ from envs.data import DataError, load_mnist
 from glimpse.checkpoint import CheckpointError, load_model
 from glimpse.cli import ArgumentParser, check_threads, fail, int_list, interruptible, markdown_table
 from glimpse.cpu import configure_cpu
-from glimpse.gradient_noise import LOCATION_ESTIMATORS, location_estimator_noise, run_initialisation
+from glimpse.gradient_noise import location_estimator_noise, run_initialisation
 from glimpse.models import get_family
+from glimpse.report.document import TWO_ESTIMATORS_COLUMNS, two_estimators_rows
 
 DEFAULT = "reports/converged/records/ram-diff-converged-seed0.pt"  # the report's seed 0, weights kept
-
-
-def row_cells(weights: str, samples: int, result: dict) -> list[tuple]:
-    return [(weights, samples, label, f"{r['trace']:.4g}", f"{r['trace_interval'][0]:.4g} to {r['trace_interval'][1]:.4g}",
-             "unbounded" if r["relative_variance"] == float("inf") else f"{r['relative_variance']:.3g}",
-             "-" if name == "score function" else f"{r['agreement']:.2f}")
-            for name, label in LOCATION_ESTIMATORS.items() for r in (result[name],)]
 
 
 @interruptible
@@ -64,16 +58,15 @@ def main(argv: list[str] | None = None) -> int:
                              f"locations (the differentiable retina's reparameterised variant does)")
         data = load_mnist(args.data_dir)
         rows = []
-        for weights, model in (("trained", trained), ("initialisation", run_initialisation(payload))):
+        for weights, model in (("initialisation", run_initialisation(payload)), ("trained", trained)):
             for k in counts:
                 result = location_estimator_noise(model, payload["kind"], payload["task"], data.train, k, args.batches,
                                                   args.batch_size, args.seed, show_progress=True)
-                rows += row_cells(weights, k, result)
+                rows += two_estimators_rows(weights, k, result)
     except (ValueError, DataError, CheckpointError, OSError) as exc:
         return fail(exc)
     print(f"{args.checkpoint}: {args.batches} minibatches of {args.batch_size} images, each played K times")
-    print(markdown_table(("weights", "K", "estimator", "total variance per minibatch", "90 % bootstrap interval",
-                          "relative variance", "agreement with the score function"), rows))
+    print(markdown_table(TWO_ESTIMATORS_COLUMNS, rows))
     return 0
 
 

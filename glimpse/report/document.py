@@ -803,14 +803,9 @@ def _two_estimators_section(r: Measured) -> list[str]:
         for weights in ("initialisation", "trained"):
             for measured in per_samples:
                 result = measured[weights]
-                score = result["score function"]["trace"]
-                for key, estimator in LOCATION_ESTIMATORS.items():
-                    row = result[key]
-                    ratios.setdefault((weights, key), []).append(row["trace"] / score)
-                    lo, hi = row["trace_interval"]
-                    rows.append([label, weights, measured["samples"], estimator, f"{row['trace']:.4g}",
-                                 f"{lo:.4g} to {hi:.4g}", f"{row['trace'] / score:.3g}",
-                                 "–" if key == "score function" else f"{row['agreement']:.2f}"])
+                for key in LOCATION_ESTIMATORS:
+                    ratios.setdefault((weights, key), []).append(result[key]["trace"] / result["score function"]["trace"])
+                rows += [[label, *cells] for cells in two_estimators_rows(weights, measured["samples"], result)]
         findings.append(
             f"- **{label}**: at initialisation the exact gradient's total variance is "
             f"{_ratio_span(ratios['initialisation', 'reparameterised'])} times the score function's; at the trained "
@@ -837,10 +832,25 @@ def _two_estimators_section(r: Measured) -> list[str]:
         "",
         *findings,
         "",
-        _table(["model", "weights", "K", "estimator", "total variance per minibatch", "90 % bootstrap interval",
-                "relative to the score function", "agreement with the score function"], rows),
+        _table(["model", *TWO_ESTIMATORS_COLUMNS], rows),
         "",
     ]
+
+
+TWO_ESTIMATORS_COLUMNS = ("weights", "K", "estimator", "total variance per minibatch", "90 % bootstrap interval",
+                          "relative to the score function", "agreement with the score function")
+
+
+def two_estimators_rows(weights: str, samples: int, result: dict) -> list[list[str]]:
+    """A row per estimator (:data:`TWO_ESTIMATORS_COLUMNS`) of one ``location_estimator_noise`` result."""
+    score = result["score function"]["trace"]
+    rows = []
+    for key, estimator in LOCATION_ESTIMATORS.items():
+        row = result[key]
+        lo, hi = row["trace_interval"]
+        rows.append([weights, str(samples), estimator, f"{row['trace']:.4g}", f"{lo:.4g} to {hi:.4g}",
+                     f"{row['trace'] / score:.3g}", "–" if key == "score function" else f"{row['agreement']:.2f}"])
+    return rows
 
 
 def _ratio_span(ratios: list[float]) -> str:
