@@ -49,33 +49,15 @@ def test_quoted_holm_values_stand_in_a_generated_table(document):
 PAIRED = re.compile(r"(\d+(?:,\d{3})*) (?:canvases )?to (\d+(?:,\d{3})*)(?: (?:for|against) [^,;()]{1,40}?)?(?:,| \()? ?"
                     r"(?:McNemar )?p = (\d(?:[\d.e-]*\d)?)")
 # Quoted pairs whose checkpoints or records the clone no longer holds, so no stored result backs them.
-SAT_80 = ("the Show-Attend-Tell family's 80-epoch records, removed when its budget went to 160 "
-          "(git log -- reports/converged/records/sat-converged-x2-seed0.pt)")
 DRAM_80 = ("DRAM's 80-epoch seeds, removed when the family's budget went to 160: seed 1's record "
            "(git show ee8fd0a:reports/converged/records/dram-converged-seed1.pt) and seed 0, shipped as "
            "dram-cluttered60.pt until its 160-epoch run replaced it (git show e34eebf:checkpoints/dram-cluttered60.pt)")
 NOT_KEPT = {
     ("94", "91", "0.88"): "DRAM's 20-epoch restart on 60x60 (not kept)",
-    ("72", "40", "0.0032"): "the 40-epoch records, removed in 0f20bd9 (git show 0f20bd9^:reports/converged/records/...)",
-    ("103", "53", "7.7e-5"): "the 40-epoch records, removed in 0f20bd9",
-    ("92", "52", "0.0011"): "the 40-epoch records, removed in 0f20bd9",
-    ("118", "54", "1.2e-6"): "the 40-epoch records, removed in 0f20bd9",
-    ("54", "63", "0.46"): "the 40-epoch records, removed in 0f20bd9",
     ("40", "42", "0.91"): "the fine ResNet's 100x100 seed 0 (not kept; seed 1 ships)",
     ("126", "99", "0.08"): "DRAM with a summed glimpse network (not kept)",
     ("80", "107", "0.06"): "DRAM with a summed glimpse network (not kept)",
     ("258", "262", "0.90"): "DRAM's second two-digit stage (not kept)",
-    ("60", "39", "0.044"): SAT_80,
-    ("72", "47", "0.027"): SAT_80,
-    ("55", "54", "1"): SAT_80,
-    ("80", "57", "0.06"): SAT_80,
-    ("84", "36", "1.4e-5"): SAT_80,
-    ("87", "53", "0.0051"): SAT_80,
-    ("46", "37", "0.38"): SAT_80 + "; its seed 0 shipped as sat-cluttered60.pt until session 94",
-    ("155", "72", "3.7e-8"): DRAM_80,
-    ("145", "75", "2.7e-6"): DRAM_80,
-    ("152", "74", "2.3e-7"): DRAM_80,
-    ("137", "72", "8.2e-6"): DRAM_80,
     ("130", "125", "0.80"): DRAM_80,
 }
 
