@@ -310,3 +310,12 @@ def test_the_estimator_control_script_measures_the_report_s_retina(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| trained", "| initialisation"))]
     assert [row.split(" | ")[2] for row in rows] == ["reparameterised, exact", "reparameterised, as trained",
                                                      "score function, leave-one-out"] * 2
+    assert [row.split(" | ")[0] for row in rows] == ["| initialisation"] * 3 + ["| trained"] * 3
+    for row in rows:  # each estimator's variance over the score function's, which is 1 against itself
+        cells = row.strip("| ").split(" | ")
+        assert float(cells[5]) == pytest.approx(float(cells[3]) / float(rows_score(rows, cells[0])), rel=1e-2)
+
+
+def rows_score(rows: list[str], weights: str) -> str:
+    """The score function's total variance in the rows of ``weights``."""
+    return next(r.strip("| ").split(" | ")[3] for r in rows if r.startswith(f"| {weights} |") and "score function" in r)
