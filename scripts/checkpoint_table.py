@@ -16,8 +16,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from envs.data import DataError
 from envs.task import BENCHMARK_VERSION
 from glimpse import leaderboard, scores

@@ -20,8 +20,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from envs.data import DataError
 from glimpse.checkpoint import CheckpointError
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible, write_text

@@ -23,8 +23,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.finding import DEFAULT_RADIUS, NoAttention, localise_checkpoint

@@ -484,7 +484,7 @@ def test_a_run_of_another_budget_is_left_out(tmp_path):
     from dataclasses import replace
 
     from glimpse.commands import train
-    from glimpse.report.document import ReportSettings
+    from glimpse.report.settings import ReportSettings
     from glimpse.report.measurements import collect
 
     runs = tmp_path / "runs"
@@ -516,7 +516,8 @@ def test_a_smoke_test_s_capped_run_is_no_report_run_and_the_report_trains_it_on(
     report with the same cap only; a report without it does not read it, trains it on to the end of its
     epochs (train.py resumes it), and refuses to adopt a capped checkpoint."""
     from glimpse.commands import train
-    from glimpse.report.document import ReportSettings, adopt_checkpoints
+    from glimpse.report.adoption import adopt_checkpoints
+    from glimpse.report.settings import ReportSettings
     from glimpse.report.measurements import collect
     from glimpse.report.runs import RunRequest, finished_run, train_command
 
@@ -680,7 +681,9 @@ def test_runs_trained_on_other_digits_are_refused_not_mixed(tmp_path):
     from envs.data import load_mnist
     from glimpse.checkpoint import save_checkpoint
     from glimpse.commands import train
-    from glimpse.report.document import ReportSettings, adopt_checkpoints, check_same_digits
+    from glimpse.report.adoption import adopt_checkpoints
+    from glimpse.report.build import check_same_digits
+    from glimpse.report.settings import ReportSettings
     from glimpse.report.runs import RunRequest
 
     runs = tmp_path / "runs"
@@ -742,7 +745,8 @@ def test_a_run_of_a_model_its_recipe_no_longer_builds_is_left_out(tmp_path, caps
     from glimpse.checkpoint import save_checkpoint
     from glimpse.cli import option_flags
     from glimpse.commands import train
-    from glimpse.report.document import ReportSettings, adopt_checkpoints
+    from glimpse.report.adoption import adopt_checkpoints
+    from glimpse.report.settings import ReportSettings
     from glimpse.report.measurements import collect
     from glimpse.report.runs import RunRequest
 

@@ -26,8 +26,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.evaluation import compare_checkpoints, evaluate_checkpoint

@@ -28,15 +28,15 @@ import shlex
 import sys
 from pathlib import Path
 
-import torch
-
 from glimpse.cli import ArgumentParser, check_threads, fail
 from envs.data import DataError, load_mnist
-from glimpse.report.document import (HEADLINE_END, HEADLINE_START, ReportSettings, adopt_checkpoints, build_report,
-                                     keep_record, update_readme)
+from glimpse.report.adoption import adopt_checkpoints
+from glimpse.report.build import build_report, keep_record
+from glimpse.report.document import HEADLINE_END, HEADLINE_START, update_readme
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
                                        doubled, sweep, with_samples)
 from glimpse.report.runs import RunRequest, budget_epochs, finished_run, train_missing
+from glimpse.report.settings import ReportSettings
 from glimpse.checkpoint import CheckpointError
 from glimpse.cpu import configure_cpu
 

@@ -1,8 +1,5 @@
-"""Assemble ``compare.md`` and its figures from finished runs.
-
-Everything in the report is computed here from the runs' checkpoints and from measurements
-taken while the report is built; nothing is typed in, except the papers' numbers (each family's
-``paper_error``, ``paper_sweep``).
+"""Write ``compare.md`` from what :mod:`glimpse.report.build` measured (:class:`Measured`): one
+function per section, in order. Nothing here trains, builds or times a model.
 """
 from __future__ import annotations
 
@@ -15,63 +12,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.engine import fixed_canvas_set
-from glimpse.cli import markdown_table, replace_block, write_text
-from envs.data import load_mnist
 from envs.task import BENCHMARK_VERSION
-from glimpse.benchmark import FRESH_SEED, TEST_SEED, fixed_set
-from glimpse.checkpoint import load_checkpoint, training_stages
-from glimpse.costs import flops_per_image, pixels_read
-from glimpse.evaluation import evaluate_checkpoint
+from glimpse.benchmark import FRESH_SEED, TEST_SEED
+from glimpse.cli import markdown_table, replace_block
 from glimpse.gradient_noise import LOCATION_ESTIMATORS, baseline_name
 from glimpse.models import get_family
+from glimpse.report.experiments import TASK_PRESET
+from glimpse.report.measurements import NOISE_ERRORS, THRESHOLDS, SeedRuns, converged_by_noise, time_to_threshold
+from glimpse.report.records import adopted_file_unchanged
+from glimpse.report.settings import ReportSettings
 from glimpse.stats import format_interval, format_p, p_phrase
-from glimpse.report import figures
-from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT,
-                                       TASK_PRESET, Experiment, doubled, sweep, with_samples)
-from glimpse.report.measurements import (
-    NOISE_ERRORS, THRESHOLDS, SeedRuns, attention_gradient_spread, collect, converged_by_noise, cost_per_image,
-    doubling_check, estimator_variance, keep_records, location_estimators, paired_tests, throughput, time_to_threshold,
-)
-from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, file_sha256, make_record, record_path,
-                                    write_record)
-from glimpse.report.runs import RunRequest, budget_epochs, finished_at, finished_run, rebuilt_changes, step_cap
-from glimpse.training.config import recipe_command, resolve_config
-from glimpse.viz import where_it_looks
 
-REINFORCE_SAMPLES = (1, *ESTIMATOR_SAMPLES)  # the gradient table: the learned baseline and the trained K
 HEADLINE_START, HEADLINE_END = "<!-- report:headline:start -->", "<!-- report:headline:end -->"
-N_GALLERY = 6
-
-
-@dataclass
-class ReportSettings:
-    runs_dir: Path
-    out_dir: Path
-    seeds: tuple[int, ...] = (0, 1, 2)
-    data_dir: str | None = None
-    grad_batches: int = 200
-    grad_batch_size: int = 128
-    speed_steps: int = 20
-    speed_images: int = 2000
-    command: str = "python report.py"
-    models: tuple[Experiment, ...] = MODELS
-    glimpse_counts: tuple[int, ...] = GLIMPSE_COUNTS
-    estimator_samples: tuple[int, ...] = ESTIMATOR_SAMPLES
-    converged: bool = False  # the attention models are their --converged experiments
-    records_dir: Path | None = None  # where each finished run's record is kept (default <out_dir>/records)
-    budget: float = 1.0  # every experiment's epochs times this (report.py --budget)
-    max_steps: int = 0  # the cap its runs train under (report.py --max-steps, smoke tests); 0: none
-
-    @property
-    def records(self) -> Path:
-        return self.records_dir or self.out_dir / "records"
-
-    def collect(self, experiment: Experiment, seeds=None) -> SeedRuns:
-        """The finished runs of ``experiment`` (all the report's seeds unless told), from their
-        directories or else their records."""
-        return collect(experiment, self.seeds if seeds is None else seeds, self.runs_dir, self.data_dir, self.records,
-                       budget_epochs(experiment, self.budget), self.max_steps)
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -128,316 +80,20 @@ def _threshold_cell(t: dict, seconds_per_epoch: float) -> str:
     return f"{t['epochs']:.0f} ep / {t['epochs'] * seconds_per_epoch / 60:.1f} min{seeds}"
 
 
-GROWTH_SIZES = (60, 100, 200)
-
-
-def canvas_growth_table(experiments, sizes=GROWTH_SIZES) -> tuple[str, list[str]]:
-    """Cost per image of each of the report's models, as configured in its runs, on bigger
-    canvases, by definition (pixels touched) and by FLOP count, untrained: the 'O(1) per glimpse
-    vs O(input)' claim needs no training to check. Returns the table and the labels of the models
-    whose cost stays put (the same pixels and FLOPs at every size)."""
+def _growth_table(growth: dict) -> tuple[str, list[str]]:
+    """The cost-growth table (:func:`~glimpse.report.measurements.cost_on_bigger_canvases` per model
+    label), and the labels of the models whose cost stays put (the same pixels and FLOPs at every size)."""
     rows, flat = [], []
-    for experiment in experiments:
-        pixels, flops = [], []
-        for size in sizes:
-            config = resolve_config({"preset": TASK_PRESET, **experiment.overrides, "canvas_size": size})
-            family, task = config.family, config.task()
-            model_config = family.model_config(config)
-            torch.manual_seed(0)
-            model = family.build(model_config).eval()
-            pixels.append(pixels_read(family.name, task, model_config)["canvas_pixels_touched"])
-            flops.append(flops_per_image(family.name, model, task, batch=2))
-        rows.append([experiment.label, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
+    for label, cost in growth.items():
+        pixels, flops = cost["pixels"], cost["flops"]
+        rows.append([label, *(_si(p) for p in pixels), f"{pixels[-1] / pixels[0]:.1f}x",
                      *(_si(f) for f in flops), f"{flops[-1] / flops[0]:.1f}x"])
         if len(set(pixels)) == 1 and len(set(flops)) == 1:
-            flat.append(experiment.label)
-    last = f"{sizes[-1]} / {sizes[0]}"
+            flat.append(label)
+    sizes = next(iter(growth.values()))["sizes"] if growth else []
+    last = f"{sizes[-1]} / {sizes[0]}" if sizes else ""
     return _table(["model", *(f"pixels touched, {n}x{n}" for n in sizes), last,
                    *(f"FLOPs, {n}x{n}" for n in sizes), last], rows), flat
-
-
-def build_report(settings: ReportSettings, progress=print) -> Path:
-    """Write ``<out>/compare.md`` and its PNGs from the finished runs in ``settings.runs_dir``, or
-    from their records in ``settings.records`` where a run's directory is gone; first keep a record
-    of every finished run there. Returns the markdown's path. Experiments without finished runs
-    are reported as missing."""
-    groups = [settings.collect(e) for e in settings.models]
-    present = [g for g in groups if g.runs]
-    if not present:  # refused before any data is looked for or any folder is made
-        raise ValueError(f"no finished runs in {settings.runs_dir} nor records in {settings.records}: "
-                         f"train them with --train")
-    data = load_mnist(settings.data_dir)
-    check_same_digits(data, [run for g in present for run in g.runs], "its runs and records")
-    out = settings.out_dir
-    out.mkdir(parents=True, exist_ok=True)
-    task = present[0].runs[0]["task"]
-    test_canvases, _ = fixed_set(task, data.test, "test")
-    speed_canvases = test_canvases.images[:settings.speed_images]
-    progress(f"[report] keeping a record of every finished run in {settings.records}")
-    _keep_records(settings, present)
-
-    progress("[report] measuring cost and speed per model")
-    measured, seconds_per_epoch = _cost_and_speed(settings, data, present, speed_canvases, progress)
-    progress("[report] measuring the spread of the attention gradient")
-    gradients, estimators = _gradient_spreads(settings, data, present, progress)
-    two_estimators = _location_estimators(settings, data, present, progress)
-    progress("[report] REINFORCE's baselines at equal wall-clock")
-    curves = _estimator_runs(settings, data, speed_canvases, seconds_per_epoch)
-    if len(curves) > 1:
-        figures.estimator_curves(curves, seconds_per_epoch, out / "estimators.png",
-                                 get_family(curves[0][1].experiment.arch).title)
-    progress("[report] figures")
-    figures.learning_curves(present, seconds_per_epoch, out / "learning_curves.png")
-    sweep_groups = _glimpse_sweep(settings, out)
-    has_gallery = _gallery(present, data, task, out)
-    progress("[report] paired tests")
-    tests = paired_tests(present)
-    doubling = {}  # --converged: each recipe at twice the epochs (seed 0's run, or another seed's) against its seeds
-    for group in (g for g in groups if settings.converged and g.experiment.name.endswith("-converged")):
-        twice = settings.collect(doubled(group.experiment))
-        seed = twice.seeds[0] if twice.seeds else settings.seeds[0]
-        doubling[group.experiment.name] = doubling_check(group, twice, seed=seed)
-    progress("[report] writing")
-    n_test = len(test_canvases.labels)
-    path = out / "compare.md"
-    write_text(path, _document(Measured(settings, data, groups, measured, seconds_per_epoch, gradients, estimators,
-                                       two_estimators,
-                                       curves, sweep_groups, has_gallery, n_test, tests, doubling)))
-    write_text(out / "headline.md", headline(groups, measured, seconds_per_epoch, n_test))
-    return path
-
-
-def _shows_attention(group: SeedRuns) -> bool:
-    """Whether the report pictures where the group's model looks (and keeps its seed-0 weights for it)."""
-    return _pictured(group.experiment, group.runs[0]["kind"])
-
-
-def _pictured(experiment: Experiment, kind: str) -> bool:
-    return experiment.learns_attention and get_family(kind).has_attention
-
-
-def keep_record(settings: ReportSettings, experiment: Experiment, seed: int) -> None:
-    """Keep a record of the finished run of ``experiment`` and ``seed`` in ``settings.records`` (if
-    there is one): a run of the comparison with its results on the fixed and the fresh test canvases,
-    and its weights if it is seed 0 of a model whose looking the gallery shows (REINFORCE's estimator
-    noise reads them too); a doubled-budget check with its fixed-set results; a run of the sweep or
-    of the estimators with its learning curve and test error alone. ``report.py --train`` keeps it
-    as soon as the run ends, so a finished run outlives its machine."""
-    group = settings.collect(experiment, (seed,))
-    if not group.runs:
-        return
-    if experiment in settings.models:
-        weights = settings.seeds[0] if _shows_attention(group) else None
-        keep_records(group, settings.records, weights_for_seed=weights)
-    elif any(experiment == doubled(e) for e in settings.models):
-        keep_records(group, settings.records, canvas_seeds=(None,))
-    else:
-        keep_records(group, settings.records, canvas_seeds=())
-
-
-def check_same_digits(data, runs: list[dict], what: str) -> None:
-    """ValueError when ``runs`` (checkpoints or records) were trained on other digits than ``data`` (the
-    bundled subset in place of full MNIST, say): their results would be read or scored beside others
-    on another test set. Runs from before checkpoints recorded their digits' hash pass."""
-    others = sorted({digest for run in runs if (digest := (run.get("provenance") or {}).get("data_sha256"))}
-                    - {data.digest})
-    if others:
-        raise ValueError(f"{what} were trained on other digits (sha256 {', '.join(d[:12] for d in others)}) than "
-                         f"{data.source} (sha256 {data.digest[:12]}): give the --data-dir they were trained on")
-
-
-def adopt_checkpoints(settings: ReportSettings, checkpoints: list[Path],
-                      wanted: list[RunRequest]) -> list[tuple[str, Path]]:
-    """Count finished single-stage runs' checkpoints (shipped ones, say) as the report's runs of the
-    same recipe, seed and epochs among ``wanted``: write their records, naming the files they came
-    from, so that the report reads them and ``--train`` does not train them again. Every checkpoint
-    is checked before any record is written, so a refused one leaves nothing half done; a file named
-    twice is taken once. Returns each run's name with its checkpoint. ValueError when a checkpoint
-    matches no wanted run (the closest are named), its run exists already, or two checkpoints are
-    the same run."""
-    named = {}
-    for checkpoint in map(Path, checkpoints):
-        named.setdefault(checkpoint.resolve(), checkpoint)  # each file once, under the path first given
-    checkpoints = list(named.values())
-    adoptions = [(checkpoint, *_adoption(settings, checkpoint, wanted)) for checkpoint in checkpoints]
-    names = [request.name for _, request, _ in adoptions]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise ValueError(f"--adopt: two checkpoints are the report's run {', '.join(twice)}; adopt one")
-    for checkpoint, request, payload in adoptions:
-        if payload is not None:
-            _write_adopted(settings, checkpoint, request, payload)
-    return list(zip(names, checkpoints))
-
-
-def _adoption(settings: ReportSettings, checkpoint: Path, wanted: list[RunRequest]) -> tuple[RunRequest, dict | None]:
-    """The wanted run ``checkpoint`` would be, and its payload (None when it was adopted before);
-    ValueError when it cannot be adopted. Writes nothing."""
-    payload = load_checkpoint(checkpoint)
-    if "test_accuracy" not in payload or "train_config" not in payload:
-        raise ValueError(f"--adopt {checkpoint}: not a finished run of train.py (it holds no "
-                         f"{'test accuracy' if 'test_accuracy' not in payload else 'train_config'})")
-    check_same_digits(load_mnist(settings.data_dir), [payload], f"--adopt {checkpoint}")
-    if step_cap(payload) != settings.max_steps:
-        raise ValueError(f"--adopt {checkpoint}: trained with --max-steps {step_cap(payload)} (a capped smoke test), "
-                         f"not to the end of its epochs" if step_cap(payload) else
-                         f"--adopt {checkpoint}: a full run, and this report caps its runs at --max-steps "
-                         f"{settings.max_steps}")
-    if len(training_stages(payload)) > 1:
-        raise ValueError(f"--adopt {checkpoint}: trained in {len(training_stages(payload))} stages; the report's runs "
-                         f"are one run each")
-    if changed := rebuilt_changes(payload):
-        raise ValueError(f"--adopt {checkpoint}: it trained a model with "
-                         f"{', '.join(f'{name}={was!r}' for name, (was, _) in changed.items())}, which its recipe no "
-                         f"longer builds")
-    recipe = recipe_command(payload["train_config"])
-    seed, epochs = payload["train_config"]["seed"], payload["train_config"]["epochs"]
-    recipes = {r.name: recipe_command(resolve_config(r.experiment.train_options(r.seed, r.epochs)).to_dict())
-               for r in wanted}
-    request = next((r for r in wanted if recipes[r.name] == recipe), None)
-    if request is None:
-        same_model = [f"{r.name}: {recipes[r.name]}" for r in wanted if r.experiment.arch == payload["kind"]]
-        hint = "" if settings.converged else " (a converged recipe's checkpoint needs --converged)"
-        raise ValueError(f"--adopt {checkpoint}: no run of this report is its recipe ({recipe}; seed {seed}, "
-                         f"{epochs} epochs){hint}. The report's runs of {payload['kind']}: "
-                         f"{'; '.join(same_model) or 'none'}")
-    kept = finished_run(settings.runs_dir / request.name, settings.records, settings.max_steps)
-    if (kept is not None and kept.get("adopted_from") == _portable(checkpoint)
-            and kept.get("adopted_sha256") == file_sha256(checkpoint)):  # the name alone: two best.pt elsewhere
-        return request, None  # adopted before
-    if kept is not None and (kept_epochs := kept["train_config"]["epochs"]) != request.epochs:
-        # a raised budget keeps its run names: the old budget's run is not this one's, nor replaced unasked
-        held = finished_at(settings.runs_dir / request.name, settings.records)
-        raise ValueError(f"--adopt {checkpoint}: the report holds its run {request.name} at {kept_epochs} epochs, and "
-                         f"the budget asks {request.epochs}; delete {held} (the old budget's run) and adopt again")
-    if kept is not None:
-        held = finished_at(settings.runs_dir / request.name, settings.records)
-        raise ValueError(f"--adopt {checkpoint}: the report has its run {request.name} already, in {held}; "
-                         f"rebuild without --adopt to keep that one, or move it away and adopt again")
-    return request, payload
-
-
-def _write_adopted(settings: ReportSettings, checkpoint: Path, request: RunRequest, payload: dict) -> None:
-    """The record of ``checkpoint`` as the report's run ``request``, scored on the test canvases."""
-    right = {canvas_set_name(s):
-             evaluate_checkpoint(checkpoint, data_dir=settings.data_dir, progress=False, per_canvas=True,
-                                 canvas_seed=s)["right"] for s in (None, FRESH_SEED)}
-    # scored here on today's canvases, whatever benchmark version it was tested on. The weights the
-    # pictures need stay in a shipped checkpoint (checked by sha256 when read), or are copied from any
-    # other file (a run finished in checkpoints/unfinished/, say, which leaves)
-    tested = {"test_accuracy": float(right[canvas_set_name(None)].mean()), "benchmark": BENCHMARK_VERSION}
-    pictured = _pictured(request.experiment, payload["kind"])
-    shipped = checkpoint.resolve().parent == (Path.cwd() / "checkpoints").resolve()
-    keep = pictured and request.seed == settings.seeds[0] and not shipped
-    write_record(record_path(settings.records, request.name),
-                 {**make_record({**payload, **tested}, right, keep_weights=keep),
-                  "adopted_from": _portable(checkpoint), "adopted_sha256": file_sha256(checkpoint)})
-
-
-def _keep_records(settings: ReportSettings, present: list[SeedRuns]) -> None:
-    """:func:`keep_record` of every finished run the report reads."""
-    first = settings.seeds[0]
-    for group in present:
-        for run in group.runs:
-            keep_record(settings, group.experiment, run["train_config"]["seed"])
-        if settings.converged and group.experiment.name.endswith("-converged"):
-            keep_record(settings, doubled(group.experiment), first)
-    for base in (e for e in ESTIMATED if e in settings.models):
-        for k in settings.estimator_samples:
-            keep_record(settings, with_samples(base, k), first)
-    for base in (e for e in SWEPT if e in settings.models):
-        for experiment in sweep(base, settings.glimpse_counts):
-            if experiment is not base:
-                keep_record(settings, experiment, first)
-
-
-def _cost_and_speed(settings, data, present, speed_canvases, progress) -> tuple[dict, dict]:
-    """Each model's cost per image and its training and evaluation speed, measured here; and the
-    seconds an epoch of its training takes at that speed."""
-    measured = {}
-    for group in present:
-        progress(f"[report]   {group.experiment.label}")
-        measured[group.experiment.name] = {
-            **cost_per_image(group), **throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)}
-    n_train = len(data.train)
-    return measured, {name: n_train / m["train_images_per_second"] for name, m in measured.items()}
-
-
-def _gradient_spreads(settings, data, present, progress) -> tuple[dict, dict]:
-    """The attention gradient's spread at initialisation for every model that learns where to
-    look, and for the REINFORCE learners their baselines' noise at the trained weights."""
-    gradients, estimators = {}, {}
-    for group in present:
-        family = get_family(group.runs[0]["kind"])
-        if group.experiment.learns_attention and family.has_attention:
-            progress(f"[report]   {group.experiment.label}: {settings.grad_batches} minibatches")
-            gradients[group.experiment.name] = attention_gradient_spread(
-                group, data, settings.grad_batches, settings.grad_batch_size, settings.data_dir)
-            if family.learns_by_reinforce and group.has_weights(0):  # REINFORCE's baselines at trained weights
-                estimators[group.experiment.name] = [
-                    estimator_variance(group, samples, settings.grad_batches, settings.grad_batch_size,
-                                       settings.data_dir) for samples in REINFORCE_SAMPLES]
-    return gradients, estimators
-
-
-def _location_estimators(settings, data, present, progress) -> dict:
-    """For every model that draws its locations reparameterised (``Family.reparameterised_locations``)
-    and keeps its seed-0 weights: REINFORCE's score function against the exact gradient of the same
-    policy, at each K of REINFORCE's baselines' table. Each minibatch holds a quarter of the other
-    gradient tables' images, so that at K = 4 it plays as many trajectories as they do."""
-    measured = {}
-    for group in present:
-        run = group.runs[0]
-        if get_family(run["kind"]).reparameterised_locations(run["model_config"]) and group.has_weights(0):
-            progress(f"[report]   {group.experiment.label}: one policy, two estimators")
-            measured[group.experiment.name] = [
-                location_estimators(group, data, k, settings.grad_batches, max(1, settings.grad_batch_size // 4))
-                for k in ESTIMATOR_SAMPLES]
-    return measured
-
-
-def _estimator_runs(settings, data, speed_canvases, seconds_per_epoch: dict) -> list:
-    """(label, seed-0 runs) of every REINFORCE estimator trained for the comparison, the learned
-    baseline first; their speeds join ``seconds_per_epoch``."""
-    curves = []
-    for base in (e for e in ESTIMATED if e in settings.models):
-        for k in (1, *settings.estimator_samples):
-            group = settings.collect(with_samples(base, k), settings.seeds[:1])
-            if not group.runs:
-                continue
-            name = group.experiment.name
-            if name not in seconds_per_epoch:
-                speed = throughput(group, data, speed_canvases, settings.speed_steps, settings.data_dir)
-                seconds_per_epoch[name] = len(data.train) / speed["train_images_per_second"]
-            curves.append(("learned baseline" if k == 1 else f"leave-one-out, K = {k}", group))
-    return curves
-
-
-def _glimpse_sweep(settings, out: Path) -> dict:
-    """The swept models' seed-0 runs at each number of glimpses, and their figure."""
-    sweep_rows, sweep_groups, paper = {}, {}, {}
-    for base in (e for e in SWEPT if e in settings.models):
-        short = base.label.split(" ")[0]
-        paper[short] = list(get_family(base.arch).paper_sweep)
-        sweep_groups[short] = [(n, settings.collect(e, settings.seeds[:1])) for n, e in
-                               zip(settings.glimpse_counts, sweep(base, settings.glimpse_counts))]
-        sweep_rows[short] = [(n, 100 * float(g.test_errors[0])) for n, g in sweep_groups[short] if g.runs]
-    if settings.glimpse_counts and sweep_groups:
-        figures.glimpse_sweep(sweep_rows, paper, out / "glimpse_sweep.png")
-    return sweep_groups
-
-
-def _gallery(present, data, task: dict, out: Path) -> bool:
-    """Where every attention model looks on the same test canvases (seed 0), as one figure."""
-    gallery = fixed_canvas_set(data.test.images[:N_GALLERY], data.test.labels[:N_GALLERY], task["canvas_size"],
-                               task["n_clutter"], task["centred_digit"], TEST_SEED)
-    rows = [(g.experiment.label,
-             where_it_looks(get_family(g.runs[0]["kind"]), g.model(), g.runs[0]["task"], gallery.images,
-                            gallery.labels, compact=True))
-            for g in present if _shows_attention(g) and g.has_weights(0)]
-    if rows:
-        figures.attention_gallery(rows, gallery.labels, out / "where_they_look.png")
-    return bool(rows)
 
 
 def _estimator_training(curves: list, seconds_per_epoch: dict) -> list[str]:
@@ -488,6 +144,7 @@ class Measured:
     data: object
     groups: list  # SeedRuns per experiment of the comparison, missing ones included
     measured: dict  # experiment name -> cost and speed
+    growth: dict  # experiment name -> its cost on bigger canvases, untrained
     seconds_per_epoch: dict
     gradients: dict  # experiment name -> attention-gradient spread
     estimators: dict  # experiment name -> REINFORCE estimators' noise
@@ -503,15 +160,15 @@ class Measured:
         return next(g for g in self.groups if g.experiment.name == name)
 
 
-def _document(report: Measured) -> str:
+def write_document(report: Measured) -> str:
     """compare.md: one function per section, in order."""
     sections = (_introduction, _headline_section, _runs_section, _paired_section, _sensor_against_gradient,
-                _gradient_section, _two_estimators_section, _estimator_section, _cost_section, _training_section, _sweep_section,
-                _gallery_section, _reproduce_section)
+                _gradient_section, _two_estimators_section, _estimator_section, _cost_section, _training_section,
+                _sweep_section, _gallery_section, _reproduce_section)
     return "\n".join(line for section in sections for line in section(report))
 
 
-def _portable(path) -> str:
+def portable(path) -> str:
     """A path as the document shows it: relative to the working directory when inside it, else its
     name alone (a generated file keeps no machine's absolute paths)."""
     path = Path(path)
@@ -523,8 +180,8 @@ def _portable(path) -> str:
 
 def _portable_words(text: str) -> str:
     """``text`` (the command that generated the report, the data's description) with each absolute
-    path in it shown by :func:`_portable`."""
-    return " ".join(_portable(word) if word.startswith("/") else word for word in text.split(" "))
+    path in it shown by :func:`portable`."""
+    return " ".join(portable(word) if word.startswith("/") else word for word in text.split(" "))
 
 
 def _introduction(r: Measured) -> list[str]:
@@ -537,7 +194,7 @@ def _introduction(r: Measured) -> list[str]:
         f"Task: {TASK_PRESET} (60x60 canvas, 4 pieces of clutter); every model is tested on the same "
         f"{r.n_test:,} fixed test canvases of benchmark v{BENCHMARK_VERSION} (test digits only, seed {TEST_SEED}) "
         f"by the code behind `evaluate.py` (hard attention deterministic: the policy's mean). Every number below "
-        f"is computed from the runs in `{_portable(s.runs_dir)}` or measured while this report was built.",
+        f"is computed from the runs in `{portable(s.runs_dir)}` or measured while this report was built.",
         "",
     ]
 
@@ -828,7 +485,8 @@ def _two_estimators_section(r: Measured) -> list[str]:
         f"\"Exact\" is the undamped backward pass, the gradient both estimate; \"as trained\" the run's "
         f"own, biased where its recipe damps it (`--attention-into-core` below 1). Agreement: the squared distance "
         f"between an estimator's mean and the score function's, over what the noise of {s.grad_batches} "
-        f"minibatches alone makes it; about 1 where both estimate one gradient, larger with a bias. The interval resamples the minibatches.",
+        f"minibatches alone makes it; about 1 where both estimate one gradient, larger with a bias. The "
+        f"interval resamples the minibatches.",
         "",
         *findings,
         "",
@@ -899,7 +557,7 @@ def _cost_section(r: Measured) -> list[str]:
         if m is not None:
             rows.append([group.experiment.label, _si(m["canvas_pixels_touched"]), _si(m["sensor_values"]),
                          _si(m["flops"]), f"{m['train_images_per_second']:,.0f}", f"{m['eval_images_per_second']:,.0f}"])
-    growth, flat = canvas_growth_table([g.experiment for g in r.groups if g.runs])
+    growth, flat = _growth_table({r.group(name).experiment.label: cost for name, cost in r.growth.items()})
     steady = (f"the cost per image of {', '.join(flat)} stays put, the others grow with the canvas" if flat
               else "every model's cost per image grows with the canvas")
     return [

@@ -17,7 +17,7 @@ from glimpse.gradient_noise import (gradient_estimates, location_estimator_noise
                                     relative_variance, relative_variance_interval, run_initialisation,
                                     trace_and_signal)
 from glimpse.models import build_model, get_family
-from glimpse.report.experiments import Experiment
+from glimpse.report.experiments import TASK_PRESET, Experiment
 from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
 from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, make_record, read_record, record_path,
@@ -25,10 +25,11 @@ from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, mak
 from glimpse.report.runs import finished_run, stale_changes
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
-from glimpse.training.config import TrainConfig
+from glimpse.training.config import TrainConfig, resolve_config
 from glimpse.training.loop import learner_class
 
 THRESHOLDS = (0.90, 0.95)
+GROWTH_SIZES = (60, 100, 200)  # canvas sides of the cost-growth table
 
 
 @dataclass
@@ -278,6 +279,22 @@ def cost_per_image(seed_runs: SeedRuns) -> dict:
     run = seed_runs.runs[0]
     pixels = pixels_read(run["kind"], run["task"], run["model_config"])
     return {**pixels, "flops": flops_per_image(run["kind"], seed_runs.architecture(), run["task"])}
+
+
+def cost_on_bigger_canvases(experiment: Experiment, sizes=GROWTH_SIZES) -> dict:
+    """Pixels touched and FLOPs per image of ``experiment``'s model, as configured in its runs, on
+    each canvas side in ``sizes``, untrained: the 'O(1) per glimpse vs O(input)' claim needs no
+    training to check. Returns ``{"sizes", "pixels", "flops"}``, one entry per size."""
+    pixels, flops = [], []
+    for size in sizes:
+        config = resolve_config({"preset": TASK_PRESET, **experiment.overrides, "canvas_size": size})
+        family, task = config.family, config.task()
+        model_config = family.model_config(config)
+        torch.manual_seed(0)
+        model = family.build(model_config).eval()
+        pixels.append(pixels_read(family.name, task, model_config)["canvas_pixels_touched"])
+        flops.append(flops_per_image(family.name, model, task, batch=2))
+    return {"sizes": list(sizes), "pixels": pixels, "flops": flops}
 
 
 def throughput(seed_runs: SeedRuns, data, canvases: np.ndarray, train_steps: int, data_dir: str | None) -> dict:
