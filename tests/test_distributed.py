@@ -109,3 +109,38 @@ def test_batch_not_divisible_by_processes_is_a_clear_error(tmp_path):
     assert result.returncode != 0
     assert "--batch-size 33 is the global batch and must be divisible by the number of processes (2)" in result.stderr
     assert not list(tmp_path.iterdir())  # nothing was written
+
+
+def test_batch_norm_on_cpu_processes_is_a_clear_error(tmp_path):
+    """Each CPU process would normalise by its own slice (SyncBatchNorm runs on GPUs only): refused."""
+    result = torchrun(2, *FAST, "--mode", "full", "--arch", "resnet", "--preset", "cluttered60", "--batch-size", "16",
+                      "--max-steps", "1", "--run-dir", str(tmp_path), timeout=600)
+    assert result.returncode != 0
+    assert "this model has batch norm, which several processes can only normalise over the global batch" in result.stderr
+    assert not list(tmp_path.iterdir())  # nothing was written
+
+
+def test_batch_norm_is_synchronised_across_gpu_processes_and_keeps_its_parameters():
+    """On GPUs every batch-norm layer becomes a SyncBatchNorm sharing the layer's parameters and
+    running statistics (the optimizer keeps stepping them; checkpoints keep their keys); a model
+    without batch norm is left as it is, on any device. The conversion moves nothing, so it runs here."""
+    from glimpse.models import build_model
+    from glimpse.training.config import resolve_config
+    from glimpse.training.distributed import synchronise_batch_norm
+
+    def model(arch: str, mode: str) -> torch.nn.Module:
+        config = resolve_config({"preset": "cluttered60", "mode": mode, "arch": arch})
+        return build_model(config.family.name, config.family.model_config(config))
+
+    resnet = model("resnet", "full")
+    before = dict(resnet.named_parameters())
+    keys = resnet.state_dict().keys()
+    with pytest.raises(ValueError, match="batch norm"):
+        synchronise_batch_norm(resnet, torch.device("cpu"))
+    synced = synchronise_batch_norm(resnet, torch.device("cuda"))
+    kinds = {type(m) for m in synced.modules()}
+    assert torch.nn.SyncBatchNorm in kinds and torch.nn.BatchNorm2d not in kinds
+    assert all(p is before[name] for name, p in synced.named_parameters())
+    assert synced.state_dict().keys() == keys
+    ram = model("ram", "hard")
+    assert synchronise_batch_norm(ram, torch.device("cpu")) is ram

@@ -54,6 +54,22 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def synchronise_batch_norm(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``model`` with every batch-norm layer normalising over the global batch
+    (:class:`torch.nn.SyncBatchNorm`, sharing the layers' parameters and running statistics), for
+    training in several processes; ``model`` itself when it has no batch norm. Without it each
+    process would normalise by its own slice's statistics, so N processes would not train what one
+    process with the same --batch-size trains, and DDP would overwrite every process's running
+    statistics with rank 0's. ValueError on a device SyncBatchNorm does not run on (the CPU)."""
+    if not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return model
+    if device.type != "cuda":
+        raise ValueError("this model has batch norm, which several processes can only normalise over the "
+                         "global batch on GPUs (SyncBatchNorm): train it in one process on the CPU, or "
+                         "with --device cuda")
+    return torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+
 def init(device: torch.device) -> None:
     """Join the process group if torchrun started us (idempotent; a no-op for a plain run)."""
     if active() or not launched_by_torchrun():

@@ -7,8 +7,9 @@ resumed from a checkpoint takes exactly the steps the uninterrupted run would ha
 Under ``torchrun --nproc_per_node=N`` (glimpse/training/distributed.py) every process computes
 the same global minibatch and the same randomness and trains on its slice of it; gradients
 are averaged across processes by DistributedDataParallel, so N processes take the steps of one
-process with the same --batch-size (up to float summation order). Metrics are averaged across
-processes; only rank 0 validates, tests, writes TensorBoard and checkpoints.
+process with the same --batch-size (up to float summation order; batch norm normalises over the
+global batch, which needs GPUs, so a model with it is refused in CPU processes). Metrics are
+averaged across processes; only rank 0 validates, tests, writes TensorBoard and checkpoints.
 """
 from __future__ import annotations
 
@@ -236,6 +237,7 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
             # its reducer hook fires) once per backward however often the parameter was used, and
             # every parameter gets a gradient (REINFORCE trains the location net, its squared error
             # the baseline). The loop keeps stepping ``learner.model``: DDP shares its parameters.
+            learner.model = distributed.synchronise_batch_norm(learner.model, device)
             learner.forward = torch.nn.parallel.DistributedDataParallel(
                 learner.model, device_ids=[device] if device.type == "cuda" else None,
                 find_unused_parameters=learner.family.leaves_parameters_unused(config))
