@@ -146,11 +146,15 @@ def benchmark_task(task: str | dict) -> tuple[str, dict]:
             raise ValueError(f"envs.TASKS[{task!r}] was changed in this process ({TASKS.get(task)}, shipped as "
                              f"{TASKS_AS_SHIPPED[task]}): a preset's name scores its shipped canvases only; pass "
                              f"the changed settings as a dict to score them as a custom task")
-        name, task = task, TASKS_AS_SHIPPED[task]
-    else:
-        name = next((n for n, t in TASKS_AS_SHIPPED.items() if t == task), "custom")
+        return task, _every_setting(TASKS_AS_SHIPPED[task])
+    full = _every_setting(task)  # a preset's own settings, defaults written out or not, keep its name
+    return next((n for n, t in TASKS_AS_SHIPPED.items() if _every_setting(t) == full), "custom"), full
+
+
+def _every_setting(task: dict) -> dict:
+    """``task`` with the env's defaults filled in (checked by its rules), less the split and data."""
     full = GlimpseTask(**{k: v for k, v in task.items() if k not in ("split", "data_dir")}).to_dict()
-    return name, {k: v for k, v in full.items() if k not in ("split", "data_dir")}
+    return {k: v for k, v in full.items() if k not in ("split", "data_dir")}
 
 
 def _canvases(task: dict, split: str, canvas_seed: int | None, data_dir, limit: int | None):

@@ -159,6 +159,18 @@ def test_an_agent_s_score_repeats_where_the_first_glimpse_falls_at_random():
     assert (a.right == c.right).all()
 
 
+def test_a_preset_s_saved_settings_keep_its_name():
+    """A result stores every setting (the defaults written out); scoring with them again is the
+    preset's task, not a custom one, so the leaderboard compares it. A changed setting is custom."""
+    from envs.task import TASKS_AS_SHIPPED
+    from glimpse.benchmark import benchmark_task
+
+    for preset in ("mnist28", "cluttered60", "cluttered100", "multi100"):
+        name, settings = benchmark_task(preset)
+        assert settings != TASKS_AS_SHIPPED[preset]  # the defaults written out
+        assert benchmark_task(settings) == (preset, settings)
+    assert benchmark_task({**benchmark_task("cluttered60")[1], "n_clutter": 5})[0] == "custom"
+
 
 def test_a_module_is_scored_in_eval_mode_and_left_as_it_was():
     """Batch norm in training mode would score each batch by its own statistics (the error would
