@@ -9,15 +9,16 @@
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
 are resumed. --train --jobs 2 keeps two cores busy, one single-threaded run on each. With
---converged the attention models train with their families' best-known recipes for the epochs
-their families state (runs/report/<model>-converged-seed<k>; the baselines' runs are shared with
-the default report) and the report goes to reports/converged/. A record of every finished run
+--converged every model whose family states a converged budget (the attention models, the ResNets
+and the pooled controls) trains with its best-known recipe for those epochs
+(runs/report/<model>-converged-seed<k>; the RAM paper's baselines and random glimpses keep their
+short runs, shared with the default report) and the report goes to reports/converged/. A record of every finished run
 (its learning curve, test results canvas by canvas, and seed 0's weights where the pictures need
 them) is kept in <out>/records/: commit it, and the report rebuilds, and --train goes on, on a
 machine where runs/report is gone. --adopt checkpoints/ram-cluttered60.pt counts a finished run
 of the same recipe, seed and epochs (the converged report's seed 0 of RAM, here) as the report's
 own, instead of training it again; the report names the file. Exit codes: 0 done, 1 a training
-run failed or the machine refused a write (a full disk), 2 bad input.
+run failed or the machine refused a write (a full disk), 2 bad input, 130 interrupted (Ctrl-C).
 """
 from __future__ import annotations
 
@@ -62,9 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--models", default=",".join(e.name for e in MODELS),
                         help="comma-separated models to compare")
     parser.add_argument("--converged", action="store_true",
-                        help="train and compare the attention models with their best-known recipes until their "
-                             "validation error levels off (hours per run on 2 CPU cores; resumable), in runs of "
-                             "their own; the baselines keep their short budgets. No glimpse sweep or estimator runs")
+                        help="train and compare every model whose family states a converged budget with its best-known "
+                             "recipe until its validation error levels off (hours per run on 2 CPU cores; "
+                             "resumable), in runs of their own; the RAM paper's baselines and random glimpses "
+                             "keep their short budgets. No glimpse sweep or estimator runs")
     parser.add_argument("--glimpses", default=None,
                         help="comma-separated glimpse counts of the RAM and DRAW sweep ('' for none; default "
                              f"{','.join(map(str, GLIMPSE_COUNTS))})")
