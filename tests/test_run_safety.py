@@ -211,7 +211,7 @@ def test_a_full_disk_stops_the_run_with_the_last_checkpoint_intact(tmp_path, mon
 
     monkeypatch.setattr(os, "fdopen", fdopen)
     argv = [*QUICK, "--run-dir", str(runs), "--run-name", "full", "--max-steps", "5", "--checkpoint-every", "1"]
-    assert train.main(argv) == 2
+    assert train.main(argv) == 1  # the machine's failure, not bad input
     err = capsys.readouterr().err
     assert "No space left on device" in err and "the previous last.pt is intact" in err and "Traceback" not in err
     monkeypatch.setattr(os, "fdopen", real_fdopen)

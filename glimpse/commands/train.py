@@ -9,8 +9,9 @@ differentiable retina; backprop) visual attention, or a full-image baseline or c
     torchrun --nproc_per_node=4 train.py --batch-size 128      # 4 processes, 32 images each
 
 Ends by printing the test accuracy of the best (validation-selected) checkpoint and where the
-TensorBoard logs went. Exit codes: 0 done, 1 training diverged, 2 bad input (an option, a file, a
-run directory in use, a checkpoint that cannot be written), 130 interrupted.
+TensorBoard logs went. Exit codes: 0 done, 1 training diverged or the machine refused a
+checkpoint's write (a full disk), 2 bad input (an option, a file, a run directory in use), 130
+interrupted.
 """
 from __future__ import annotations
 
@@ -69,8 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         config = resumed_config(args) if args.resume else config_from_args(args)
         result = train(config, resume=args.resume)
         main_process, finished = distributed.is_main(), True
-    except (ValueError, DataError, CheckpointError, CheckpointWriteError, FileExistsError) as exc:
+    except (ValueError, DataError, CheckpointError, FileExistsError) as exc:
         return fail(exc)
+    except CheckpointWriteError as exc:  # the machine's, not the input's (a full disk): as report.py says it
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except TrainingDiverged as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
