@@ -56,10 +56,15 @@ def trace_and_signal(grads: torch.Tensor) -> tuple[float, float]:
 
 
 def trace_interval(grads: torch.Tensor, n_bootstrap: int = 200, seed: int = 0) -> tuple[float, float]:
-    """90 % bootstrap interval of trace(Cov g) over the n estimates (n, d), resampling them."""
+    """90 % bootstrap interval of trace(Cov g) over the n estimates (n, d), resampling them.
+
+    A resample's unbiased variance centres on the plug-in variance, (n - 1) / n of the estimate,
+    and with many dimensions that shortfall is as large as the interval's half-width; each
+    resample's trace is scaled by n / (n - 1), which centres the interval on the estimate."""
     rng = torch.Generator().manual_seed(seed)
     n = grads.shape[0]
-    traces = [trace_and_signal(grads[torch.randint(0, n, (n,), generator=rng)])[0] for _ in range(n_bootstrap)]
+    traces = [trace_and_signal(grads[torch.randint(0, n, (n,), generator=rng)])[0] * n / (n - 1)
+              for _ in range(n_bootstrap)]
     lo, hi = np.quantile(traces, [0.05, 0.95])
     return float(lo), float(hi)
 
@@ -78,14 +83,15 @@ def relative_variance_interval(grads: torch.Tensor, n_bootstrap: int = 200, seed
 
     A resample's own unbiased signal centres on the plug-in ||mean||^2, not on the unbiased
     estimate, because resampling adds trace / n of noise to the mean once more; so trace / n is
-    subtracted once more in each resample, which centres the interval on the point estimate."""
+    subtracted once more in each resample, which centres the interval on the point estimate; the
+    resample's trace is scaled by n / (n - 1), as in :func:`trace_interval`."""
     n = grads.shape[0]
     rng = torch.Generator().manual_seed(seed)
     inverse = []
     for _ in range(n_bootstrap):
         trace, signal = trace_and_signal(grads[torch.randint(0, n, (n,), generator=rng)])
         if trace > 0:  # a resample of one repeated minibatch has no spread: it says nothing
-            inverse.append(max(signal - trace / n, 0.0) / trace)
+            inverse.append(max(signal - trace / n, 0.0) / (trace * n / (n - 1)))
     tail = (1 - level) / 2
     lo_inv, hi_inv = np.quantile(inverse, [tail, 1 - tail]) if inverse else (0.0, 0.0)
     return 1.0 / hi_inv if hi_inv > 0 else math.inf, 1.0 / lo_inv if lo_inv > 0 else math.inf
