@@ -427,7 +427,7 @@ def test_time_to_threshold_reads_the_learning_curve():
     runs = SeedRuns(RAM, [curve([0.5, 0.91, 0.96]), curve([0.92, 0.93, 0.94]), curve([0.2, 0.3, 0.4])], [])
     at90 = time_to_threshold(runs, 0.90)
     assert (at90["reached"], at90["of"]) == (2, 3)
-    assert at90["epochs"] == pytest.approx(1.5) and at90["seconds"] == pytest.approx(15.0)
+    assert at90["epochs"] == pytest.approx(1.5)
     at95 = time_to_threshold(runs, 0.95)
     assert (at95["reached"], at95["epochs"]) == (1, 3)
     assert np.isnan(time_to_threshold(runs, 0.99)["epochs"])
