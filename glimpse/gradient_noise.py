@@ -20,7 +20,7 @@ from torch import nn
 
 from envs import ClutteredMNISTVectorEnv
 from envs.engine import DigitBank, first_locations, make_canvases
-from glimpse.losses import hybrid_loss
+from glimpse.losses import credited_reward, hybrid_loss
 from glimpse.models import build_model, get_family
 from glimpse.models.registry import canvases_to_tensor
 from glimpse.progress import progress
@@ -129,7 +129,7 @@ def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter], retain_graph: boo
 
 
 def reinforce_attention_gradient(arch: str, model: nn.Module, env, seed: int, indices: np.ndarray | None = None,
-                                 samples: int = 1) -> torch.Tensor:
+                                 samples: int = 1, reward: str = "sequence") -> torch.Tensor:
     """One minibatch's REINFORCE gradient of a hard ``arch`` model's location policy (its mean
     head: :func:`attention_parameters`), flattened (d,).
 
@@ -140,8 +140,8 @@ def reinforce_attention_gradient(arch: str, model: nn.Module, env, seed: int, in
     (detached) baseline; K > 1: ``env.num_envs / K`` images, each played K times on one canvas
     from one first location, with the leave-one-out baseline (``--reinforce-samples K``).
     ``indices`` fixes the digits instead. Weights are not changed; no ``.grad`` is written.
-    The reward is the env's (1 when every digit is right): with several digits this is the
-    estimator of ``--reinforce-reward sequence``, not of ``digits``.
+    ``reward`` is what REINFORCE credits, as ``--reinforce-reward`` (:func:`~glimpse.losses.credited_reward`):
+    the env's (1 when every digit is right) or, with several digits, each digit's reward-to-go.
     """
     family = get_family(arch)
     params = list(attention_parameters(model, arch).values())
@@ -162,7 +162,10 @@ def reinforce_attention_gradient(arch: str, model: nn.Module, env, seed: int, in
     with _requires_grad(params):
         rollout = family.episodes(model, env, sample=True, generator=generator, seed=seed, options=options,
                                   samples=samples)
-        loss = hybrid_loss(rollout.logits, rollout.labels, rollout.reward, rollout.log_probs, rollout.baselines,
+        per_digit = env.unwrapped.engine.task.n_glimpses
+        credited = credited_reward(rollout.reward, rollout.logits, rollout.labels, per_digit,
+                                   rollout.log_probs.shape[1], reward)
+        loss = hybrid_loss(rollout.logits, rollout.labels, credited, rollout.log_probs, rollout.baselines,
                            samples=samples)
         return _flat_grad(loss.reinforce, params)
 
@@ -227,11 +230,11 @@ def soft_minibatch(task: dict, digits, batch_size: int, seed: int) -> tuple[torc
     return canvases_to_tensor(batch.images), batch.labels
 
 
-def reinforce_gradient_fn(arch: str, model: nn.Module, env, seed: int = 0,
-                          samples: int = 1) -> Callable[[int], torch.Tensor]:
-    """``i -> reinforce_attention_gradient(arch, model, env, seed + i, samples=samples)``, for
-    :func:`gradient_estimates`."""
-    return lambda i: reinforce_attention_gradient(arch, model, env, seed + i, samples=samples)
+def reinforce_gradient_fn(arch: str, model: nn.Module, env, seed: int = 0, samples: int = 1,
+                          reward: str = "sequence") -> Callable[[int], torch.Tensor]:
+    """``i -> reinforce_attention_gradient(arch, model, env, seed + i, samples=samples, reward=reward)``,
+    for :func:`gradient_estimates`."""
+    return lambda i: reinforce_attention_gradient(arch, model, env, seed + i, samples=samples, reward=reward)
 
 
 NOISE_SEED_OFFSET = 1 << 32  # the training forward's noise: a stream apart from the minibatch's canvases

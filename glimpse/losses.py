@@ -44,6 +44,16 @@ def digit_returns(correct: torch.Tensor, per_digit: int, steps: int) -> torch.Te
     return to_go[:, block]
 
 
+def credited_reward(reward: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor, per_digit: int, steps: int,
+                    kind: str = "sequence") -> torch.Tensor:
+    """The reward REINFORCE credits each chosen location with (``--reinforce-reward``): the env's
+    ``reward`` (B,) (1 when every digit is right), or with ``kind`` "digits" and several digits
+    (``labels`` (B, D), ``logits`` (B, D, 10)) each location's :func:`digit_returns` (B, steps)."""
+    if kind == "digits" and labels.dim() == 2:
+        return digit_returns(logits.argmax(-1) == labels, per_digit, steps)
+    return reward
+
+
 def hybrid_loss(logits: torch.Tensor, labels: torch.Tensor, reward: torch.Tensor, log_probs: torch.Tensor,
                 baselines: torch.Tensor, samples: int = 1) -> HybridLoss:
     """Cross-entropy + REINFORCE with a baseline + the learned baseline's squared error.

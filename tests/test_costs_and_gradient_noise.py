@@ -264,6 +264,26 @@ def test_each_family_is_measured_by_the_gradient_its_learner_trains_with(arch, b
         torch.testing.assert_close(grad, soft_gradient_fn(model, arch, task, bundled.train, 8, 5)(0))
 
 
+def test_the_measured_reinforce_gradient_credits_the_run_s_reward(bundled):
+    """With two digits, ``--reinforce-reward digits`` credits each location with its digits'
+    reward-to-go: the learner's measured gradient is that one, another than the sequence reward's
+    on the same minibatch."""
+    config = resolve_config({"arch": "ram", "preset": "multi100", "reinforce_samples": 1})
+    family, task = config.family, config.task()
+    torch.manual_seed(0)
+    model = family.build(family.model_config(config))
+
+    def measured(reward: str) -> torch.Tensor:
+        train_config = {**config.to_dict(), "reinforce_reward": reward}
+        return learner_class(family).attention_gradient("ram", model, train_config, task, bundled.train, 32, 5,
+                                                        "bundled")[0](0)
+
+    digits = measured("digits")
+    assert not torch.allclose(digits, measured("sequence"))
+    env = ClutteredMNISTVectorEnv(32, **{**task, "split": "train", "data_dir": "bundled"})
+    torch.testing.assert_close(digits, reinforce_attention_gradient("ram", model, env, 5, reward="digits"))
+
+
 def test_the_retina_s_two_estimators_estimate_one_gradient(bundled):
     """The reparameterised gradient and REINFORCE's score function (leave-one-out over K) are
     unbiased for the same gradient of the same policy: their means agree within their noise."""

@@ -11,7 +11,7 @@ from envs import ClutteredMNISTVectorEnv
 from envs.data import Digits, MNISTSplits
 from envs.engine import first_locations
 from glimpse.gradient_noise import baseline_name, reinforce_gradient_fn
-from glimpse.losses import digit_returns, hybrid_loss
+from glimpse.losses import credited_reward, hybrid_loss
 from glimpse.inference import read_right
 from glimpse.models.episodes import episode_env
 from glimpse.training.config import TrainConfig
@@ -55,9 +55,8 @@ class HardAttentionLearner(LearnerSetup):
                                options={"images": per_trajectory(batch.images), "labels": per_trajectory(batch.labels),
                                         "first_location": per_trajectory(first)})
         predictions = rollout.logits.argmax(-1)
-        reward = rollout.reward
-        if self.config.reinforce_reward == "digits" and rollout.labels.dim() == 2:
-            reward = digit_returns(predictions == rollout.labels, self.task["n_glimpses"], rollout.log_probs.shape[1])
+        reward = credited_reward(rollout.reward, rollout.logits, rollout.labels, self.task["n_glimpses"],
+                                 rollout.log_probs.shape[1], self.config.reinforce_reward)
         parts = hybrid_loss(rollout.logits, rollout.labels, reward, rollout.log_probs, rollout.baselines,
                             samples=k)
         metrics = {
@@ -82,9 +81,12 @@ class HardAttentionLearner(LearnerSetup):
         ``gradient_estimates``: ``i ->`` one minibatch's REINFORCE estimate (d,) of the location
         policy's gradient, the minibatch's episodes played through the env from ``seed + i``, with
         the run's baseline (``train_config``'s reinforce_samples K: the learned baseline, or K
-        trajectories of each of the ``batch_size`` training images and the leave-one-out baseline);
-        and the estimator's name. The env loads its own training digits from ``data_dir``
-        (``digits`` is unused: REINFORCE reads the canvas only through the env)."""
+        trajectories of each of the ``batch_size`` training images and the leave-one-out baseline)
+        and its credited reward (``reinforce_reward``); and the estimator's name. The env loads its
+        own training digits from ``data_dir`` (``digits`` is unused: REINFORCE reads the canvas only
+        through the env)."""
         samples = train_config.get("reinforce_samples", 1)
         env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-        return reinforce_gradient_fn(arch, model, env, seed, samples), f"REINFORCE + {baseline_name(samples)}"
+        reward = train_config.get("reinforce_reward", "sequence")
+        grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples, reward)
+        return grad_fn, f"REINFORCE + {baseline_name(samples)}"
