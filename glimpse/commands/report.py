@@ -4,7 +4,7 @@
     python report.py                         # report from the finished runs in runs/report
     python report.py --train --budget 3      # three times the epochs of every model
     python report.py --readme                # also put the headline table and figure in ./README.md
-    python report.py --train --converged     # every model to convergence (tens of hours, totalled in the report; resumable)
+    python report.py --train --converged     # every model to convergence (tens of hours; resumable)
 
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
