@@ -64,11 +64,11 @@ def build_report(settings: ReportSettings, progress=print) -> Path:
     has_gallery = _gallery(present, data, task, out)
     progress("[report] paired tests")
     tests = paired_tests(present)
-    doubling = {}  # --converged: each recipe at twice the epochs (seed 0's run, or another seed's) against its seeds
+    doubling = {}  # --converged: each recipe at twice the epochs (every seed so trained) against the budget's seeds
     for group in (g for g in groups if settings.converged and g.experiment.name.endswith("-converged")):
         twice = settings.collect(doubled(group.experiment))
-        seed = twice.seeds[0] if twice.seeds else settings.seeds[0]
-        doubling[group.experiment.name] = doubling_check(group, twice, seed=seed)
+        doubling[group.experiment.name] = [check for seed in twice.seeds
+                                           if (check := doubling_check(group, twice, seed=seed)) is not None]
     progress("[report] writing")
     n_test = len(test_canvases.labels)
     path = out / "compare.md"

@@ -154,7 +154,7 @@ class Measured:
     has_gallery: bool
     n_test: int
     tests: list  # paired tests
-    doubling: dict  # experiment name -> doubling_check of its seed-0 run (--converged), or None
+    doubling: dict  # experiment name -> [doubling_check of each seed trained at twice the budget] (--converged)
 
     def group(self, name: str):
         return next(g for g in self.groups if g.experiment.name == name)
@@ -232,7 +232,7 @@ def _runs_section(r: Measured) -> list[str]:
                or "–"]
         if r.settings.converged:  # only the converged recipes are checked at twice their budget
             name = group.experiment.name
-            row.append(_doubling_cell(r.doubling[name]) if name in r.doubling else "– (short budget)")
+            row.append(_doubling_cells(r.doubling[name]) if name in r.doubling else "– (short budget)")
         rows.append([*row, _fmt(float(np.mean(minutes)), 1) if minutes else "–", ", ".join(devices)])
     # the comparison's runs, then the sweep's and the estimators' own (K = 1 and the default count are the comparison's)
     models = r.settings.models
@@ -247,16 +247,16 @@ def _runs_section(r: Measured) -> list[str]:
         _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)",
                 f"on fresh canvases (seed {FRESH_SEED}) %",
                 "within the validation noise? (points gained in the last 20 % of epochs)",
-                *(["twice the epochs (one seed)"] if r.settings.converged else []), "minutes per run (recorded)",
+                *(["twice the epochs (each seed so trained)"] if r.settings.converged else []), "minutes per run (recorded)",
                 "device"], rows),
         "",
         f"Noise rule: a run passes when its best validation accuracy rose by no more than {NOISE_ERRORS} standard "
         f"errors of one validation ({n_val:,} canvases: about "
         f"{100 * NOISE_ERRORS * math.sqrt(0.98 * 0.02 / n_val):.1f} points at 98 %) over its last 20 % of epochs. "
         "A plateau passes it too, so --converged also trains seed 0 again at twice the epochs (the doubling "
-        "check; an adopted run of another seed at twice the epochs serves as well). The budget counts as "
-        "converged unless that run reads significantly more of the test canvases right than every seed of the "
-        "budget (McNemar, p < 0.05 each), because two seeds of one recipe can differ that much by seed alone; "
+        "check; adopted runs of other seeds at twice the epochs serve as well, each checked). The budget counts "
+        "as converged unless such a run reads significantly more of the test canvases right than every seed of "
+        "the budget (McNemar, p < 0.05 each), because two seeds of one recipe can differ that much by seed alone; "
         "the cell gives the budget's two seeds against each other for scale, and the same tests on the fresh "
         "canvases, which the rule leaves out (it was fixed on the test canvases before any check ran), so that a "
         "verdict the fresh canvases disagree with shows. \"Counts as converged\" means no "
@@ -272,9 +272,12 @@ def _runs_section(r: Measured) -> list[str]:
     ]
 
 
-def _doubling_cell(check: dict | None) -> str:
-    if check is None:
-        return "not trained"
+def _doubling_cells(checks: list[dict]) -> str:
+    """The doubling check of each seed trained at twice the budget, one line each."""
+    return "<br>".join(map(_doubling_cell, checks)) or "not trained"
+
+
+def _doubling_cell(check: dict) -> str:
     others = check["against_seeds"]
     if not check["converged"]:
         verdict = f"reads more right{' than every seed' if others else ''}: not converged"
@@ -371,14 +374,12 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
     if fewer:  # their verdicts rest on fewer runs than the others'
         paragraphs.append(f"With fewer seeds than the other rows: {'; '.join(fewer)}.")
     said = "\n\n".join(paragraphs)
-    unsettled = [e for e in experiments
-                 if (check := r.doubling.get(e.name)) is not None and not check["converged"]]
+    unsettled = [(e, check) for e in experiments for check in r.doubling.get(e.name, []) if not check["converged"]]
     if unsettled:  # its rows hold its budget's error, not the model's: a verdict on it may change
         said += ("\n\nNot converged by the doubling check (twice the epochs read more right), so these rows give "
                  "their budget's error and any verdict on them may move: "
-                 + "; ".join(f"{e.label} ({100 * r.doubling[e.name]['doubled_error']:.2f} % at "
-                             f"{r.doubling[e.name]['doubled_epochs']} epochs)"
-                             for e in unsettled) + ".")
+                 + "; ".join(f"{e.label} ({100 * check['doubled_error']:.2f} % at {check['doubled_epochs']} epochs, "
+                             f"seed {check['seed']})" for e, check in unsettled) + ".")
     return [
         "## Sensor against gradient",
         "",
