@@ -132,6 +132,7 @@ class Validation(Callback):
                 run.best_val, run.best_step = accuracy, done
                 write_checkpoint(run.run_dir / "best.pt", run.payload(done, with_optimizer=False))
             run.show(best_val=f"{run.best_val:.4f}")
+            run.logger.flush()
             write_checkpoint(run.run_dir / "last.pt", run.payload(done, with_optimizer=True))
             run.say(f"[glimpse] step {done} epoch {done / run.steps_per_epoch:.2f}: val accuracy {accuracy:.4f} "
                     f"(best {run.best_val:.4f} at step {run.best_step})")
@@ -144,6 +145,7 @@ class Checkpoints(Callback):
     def after_step(self, run, done, result):
         if run.main and run.is_checkpoint_step(done) and not run.is_validation_step(done):
             with run.set_aside():
+                run.logger.flush()
                 write_checkpoint(run.run_dir / "last.pt", run.payload(done, with_optimizer=True))
 
 

@@ -19,9 +19,11 @@ def hyperparameter_table(config: TrainConfig, data_source: str) -> str:
 
 class RunLogger:
     def __init__(self, run_dir: Path, config: TrainConfig, data_source: str, purge_step: int = 0):
-        # purge_step drops events a crashed run wrote after its last checkpoint; a resumed run states
-        # its settings again where it resumes (its --epochs, --data-dir or --device may have changed)
-        self.writer = SummaryWriter(str(run_dir), purge_step=purge_step or None)
+        # purge_step drops events a crashed run wrote after its last checkpoint. A fresh run marks its
+        # start at step 0 too: TensorBoard's Python loader takes the first start marker for the run's
+        # own and purges only at later ones. A resumed run states its settings again where it resumes
+        # (its --epochs, --data-dir or --device may have changed)
+        self.writer = SummaryWriter(str(run_dir), purge_step=purge_step)
         self.writer.add_text("hyperparameters", hyperparameter_table(config, data_source), purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
@@ -31,6 +33,11 @@ class RunLogger:
     def images(self, images: dict[str, np.ndarray], step: int) -> None:
         for name, image in images.items():
             self.writer.add_image(name, image, step, dataformats="CHW")
+
+    def flush(self) -> None:
+        """Write the buffered events now: called before each last.pt, so that a run killed at once
+        (SIGKILL, out of memory) loses no event at or before the step it resumes from."""
+        self.writer.flush()
 
     def close(self) -> None:
         self.writer.close()
@@ -43,6 +50,9 @@ class NullLogger:
         pass
 
     def images(self, images: dict[str, np.ndarray], step: int) -> None:
+        pass
+
+    def flush(self) -> None:
         pass
 
     def close(self) -> None:
