@@ -8,7 +8,9 @@ and sensor it was trained for), ``train_config``, ``model_state``, optionally
 ``val_accuracy``, ``train_seconds`` so far), the run's learning curve, ``provenance``
 (:func:`provenance`: the commit, torch version, device and data it was trained with), and for a
 run started from another checkpoint (``--init-from``) ``earlier_stages``: the ``train_config`` and
-``train_seconds`` of each run before it, oldest first.
+``train_seconds`` of each run before it, oldest first; and for a run resumed with another ``--epochs``
+``budget_changes``: each such resume's ``step`` and the ``epochs`` it had until then, oldest first
+(its ``train_config`` holds the last ``--epochs``).
 """
 from __future__ import annotations
 
@@ -66,11 +68,13 @@ def describe_provenance(payload: dict) -> str:
 
 def training_stages(payload: dict) -> list[dict]:
     """Every run that made checkpoint ``payload`` (or an ``evaluate_checkpoint`` result), oldest
-    first, each as ``train_config`` and ``train_seconds``: the ``earlier_stages`` it was started
-    from (``--init-from``), then its own run. A run started from it stores this list as its own
-    ``earlier_stages``, so a model trained in stages carries every command that rebuilds it, even
-    after a file it started from is replaced."""
+    first, each as ``train_config`` and ``train_seconds`` (and ``budget_changes`` where a resume
+    changed its ``--epochs``): the ``earlier_stages`` it was started from (``--init-from``), then its
+    own run. A run started from it stores this list as its own ``earlier_stages``, so a model trained
+    in stages carries every command that rebuilds it, even after a file it started from is replaced."""
     own = {"train_config": payload["train_config"], "train_seconds": payload.get("train_seconds")}
+    if payload.get("budget_changes"):
+        own["budget_changes"] = payload["budget_changes"]
     return [*payload.get("earlier_stages", []), own]
 
 

@@ -107,7 +107,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
               "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),
               "train_config": payload.get("train_config", {}),
-              "earlier_stages": payload.get("earlier_stages", [])}  # the runs it started from (--init-from)
+              "earlier_stages": payload.get("earlier_stages", []),  # the runs it started from (--init-from)
+              "budget_changes": payload.get("budget_changes", [])}  # resumes that changed its --epochs
     if labels.ndim == 2:  # several digits per canvas: accuracy counts canvases with every digit right
         result["digit_accuracy"] = float((predictions == labels).mean())
         result["n_digits"] = int(labels.shape[1])

@@ -80,7 +80,7 @@ def score(path: Path, data_dir: str | None, samples: int) -> dict:
            "test_error": sum(errors) / len(errors), f"first_{FIRST}_error": first["error"], "fresh_seed": FRESH_SEED,
            "fresh_error": sum(fresh) / len(fresh),
            "train_minutes": sum(stage["train_seconds"] or 0 for stage in stages) / 60,
-           "command": staged_recipe_command([stage["train_config"] for stage in stages])}
+           "command": staged_recipe_command(stages)}
     if len(stages) > 1:
         row["stages"] = len(stages)
     if len(errors) > 1:

@@ -64,7 +64,7 @@ def _score_and_write(args) -> int:
         kept_scores = json.loads(scores.SCORES.read_text())
         for row in kept_scores["rows"]:
             stages = training_stages(load_checkpoint(args.checkpoints / row["checkpoint"]))
-            row["command"] = staged_recipe_command([stage["train_config"] for stage in stages])
+            row["command"] = staged_recipe_command(stages)
         print(scores.commands_table(kept_scores["rows"]))
         if args.write:
             write_text(scores.SCORES, json.dumps(kept_scores, indent=1) + "\n")

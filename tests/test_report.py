@@ -231,6 +231,13 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
     assert "no run of this report is its recipe" in err and "ram-seed0: python train.py --mode hard --arch ram" in err
     assert not (out / "records").exists()
     adopted = elsewhere / "same" / "best.pt"
+    # a run resumed with another --epochs may end with the recipe's, but its schedule was not the recipe's
+    (elsewhere / "changed").mkdir()
+    save_checkpoint(elsewhere / "changed" / "best.pt",
+                    {**load_checkpoint(adopted), "budget_changes": [{"step": 1, "epochs": RAM.epochs + 1}]})
+    assert report.main([*argv, "--adopt", str(elsewhere / "changed" / "best.pt")]) == 2
+    assert f"resumed with another --epochs (at step 1, from {RAM.epochs + 1})" in capsys.readouterr().err
+    assert not (out / "records").exists()
     # every checkpoint is checked before any is adopted: a refused one leaves no record of the others
     assert report.main([*argv, "--adopt", str(adopted), str(elsewhere / "other" / "best.pt")]) == 2
     assert not (out / "records").exists()

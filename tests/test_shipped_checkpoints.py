@@ -73,7 +73,7 @@ def test_a_checkpoints_command_rebuilds_it_from_scratch(row):
     file in checkpoints/: that file may be replaced by a better model later (as ram-cluttered100.pt
     was under ram-multi100.pt), and the command would then rebuild something else."""
     stages = training_stages(load_checkpoint(ROOT / "checkpoints" / row["checkpoint"]))
-    assert row["command"] == staged_recipe_command([stage["train_config"] for stage in stages])
+    assert row["command"] == staged_recipe_command(stages)
     assert "--init-from checkpoints/" not in row["command"]
 
 

@@ -94,7 +94,7 @@ def test_init_from_starts_a_two_digit_reader_from_a_one_digit_run(tmp_path):
     assert run_train(tmp_path, "three", *two, "--init-from", str(tmp_path / "two" / "best.pt"), "--lr", "0.0005")[0] == 0
     three = load_checkpoint(tmp_path / "three" / "best.pt")
     assert [stage["train_config"]["run_name"] for stage in three["earlier_stages"]] == ["one", "two"]
-    line = staged_recipe_command([*(s["train_config"] for s in three["earlier_stages"]), three["train_config"]])
+    line = staged_recipe_command([*three["earlier_stages"], {"train_config": three["train_config"]}])
     first, second, third = line.split(" && ")
     assert first.endswith("--seed 1 --run-name one") and "--init-from" not in first
     assert second.endswith("--init-from runs/one/best.pt --run-name two")
@@ -623,3 +623,35 @@ def test_images_per_second_leave_out_what_the_callbacks_set_aside(monkeypatch):
     log.after_step(run, 1, StepResult(torch.tensor(1.0), metrics, 0.1, {}, 40))
     assert run.aside == 6.0 and logged["perf/images_per_second"] == 10.0
 
+
+
+def test_a_resume_with_another_budget_is_recorded_and_its_commands_rebuild_the_run(tmp_path, monkeypatch):
+    """Resuming with another --epochs changes the cosine's length from there on: the checkpoints record
+    the change (``budget_changes``), and the command the checkpoint table shows for the run (its first
+    budget capped at the change, then the resume) trains the same weights, which the last budget from
+    the start does not."""
+    import shlex
+
+    from glimpse.checkpoint import training_stages
+
+    args = ["--preset", "mnist28", "--batch-size", "32", "--warmup-steps", "0", "--checkpoint-every", "4",
+            "--val-every", "4", "--log-every", "4"]
+    assert run_train(tmp_path, "r", *args, "--epochs", "2", "--max-steps", "6")[0] == 0
+    assert train.main(["--resume", str(tmp_path / "r"), "--epochs", "3", "--max-steps", "12"]) == 0
+    resumed = load_checkpoint(tmp_path / "r" / "last.pt")
+    assert resumed["budget_changes"] == [{"step": 6, "epochs": 2}] and resumed["train_config"]["epochs"] == 3
+    assert load_checkpoint(tmp_path / "r" / "best.pt")["budget_changes"] == [{"step": 6, "epochs": 2}]
+    first, second = staged_recipe_command(training_stages(resumed)).split(" && ")
+    assert first.startswith("python train.py ") and " --epochs 2 " in first and first.endswith(" --run-name r --max-steps 6")
+    assert second == "python train.py --resume runs/r --epochs 3 --max-steps 0"
+    again = tmp_path / "again"
+    again.mkdir()
+    monkeypatch.chdir(again)
+    assert train.main([*shlex.split(first)[2:], *FAST]) == 0
+    assert train.main([*shlex.split(second)[2:-1], "12"]) == 0  # capped where the run was, not at its end
+    assert load_checkpoint(again / "runs" / "r" / "last.pt")["step"] == 12
+    assert_same_weights(weights(tmp_path / "r" / "last.pt"), weights(again / "runs" / "r" / "last.pt"))
+    assert run_train(tmp_path, "straight", *args, "--epochs", "3", "--max-steps", "12")[0] == 0
+    straight = weights(tmp_path / "straight" / "last.pt")
+    assert any(not torch.equal(straight[k], v) for k, v in weights(tmp_path / "r" / "last.pt").items())
+    assert "budget_changes" not in load_checkpoint(tmp_path / "straight" / "last.pt")

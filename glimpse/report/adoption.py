@@ -56,6 +56,9 @@ def _adoption(settings: ReportSettings, checkpoint: Path, wanted: list[RunReques
     if len(training_stages(payload)) > 1:
         raise ValueError(f"--adopt {checkpoint}: trained in {len(training_stages(payload))} stages; the report's runs "
                          f"are one run each")
+    if changes := payload.get("budget_changes"):
+        raise ValueError(f"--adopt {checkpoint}: resumed with another --epochs (at step {changes[0]['step']}, from "
+                         f"{changes[0]['epochs']}), so its schedule is not its recipe's")
     if changed := rebuilt_changes(payload):
         raise ValueError(f"--adopt {checkpoint}: it trained a model with "
                          f"{', '.join(f'{name}={was!r}' for name, (was, _) in changed.items())}, which its recipe no "

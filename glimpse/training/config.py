@@ -338,20 +338,29 @@ def recipe_command(config: dict) -> str:
 
 
 def staged_recipe_command(stages: list[dict]) -> str:
-    """The commands of a model trained in stages (``--init-from``; each stage a ``train_config``,
-    oldest first), joined by ``&&``: each stage but the last named by its run name, each stage
-    after the first started from the one before it, so the line rebuilds the model even after a
-    file an earlier stage started from has been replaced."""
+    """The commands of a model trained in stages (``--init-from``; each stage as
+    :func:`glimpse.checkpoint.training_stages` gives it, oldest first), joined by ``&&``: each stage
+    but the last named by its run name, each stage after the first started from the one before it,
+    so the line rebuilds the model even after a file an earlier stage started from has been replaced.
+    A stage resumed with another ``--epochs`` (its ``budget_changes``) is its first budget capped at
+    the step of the change, then each resume (a capped run resumes bit for bit)."""
     lines, previous = [], None
-    for index, config in enumerate(stages):
-        config = dict(config)
+    for index, stage in enumerate(stages):
+        config, changes = dict(stage["train_config"]), stage.get("budget_changes", [])
         if previous is not None:
             config["init_from"] = f"runs/{previous}/best.pt"
-        line = recipe_command(config)
-        previous = config.get("run_name")
-        if index < len(stages) - 1:
-            if not previous:
-                raise ValueError(f"stage {index + 1} of {len(stages)} has no run name to start the next from")
-            line += f" --run-name {previous}"
-        lines.append(line)
+        name = previous = config.get("run_name")
+        if changes and not name:
+            raise ValueError(f"stage {index + 1} of {len(stages)} was resumed with another --epochs and has no run "
+                             f"name to resume")
+        if index < len(stages) - 1 and not name:
+            raise ValueError(f"stage {index + 1} of {len(stages)} has no run name to start the next from")
+        epochs = [change["epochs"] for change in changes] + [config["epochs"]]
+        caps = [change["step"] for change in changes]
+        line = recipe_command({**config, "epochs": epochs[0]})
+        if index < len(stages) - 1 or changes:
+            line += f" --run-name {name}"
+        line += "".join(f" --max-steps {cap} && python train.py --resume runs/{name} --epochs {e}"
+                        for cap, e in zip(caps, epochs[1:]))
+        lines.append(line + (" --max-steps 0" if changes else ""))
     return " && ".join(lines)

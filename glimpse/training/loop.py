@@ -230,6 +230,9 @@ def start_run(config: TrainConfig, resume: str | Path | None, quiet: bool) -> tu
                                  f"tested); nothing to train (give {more} to train it further)")
             run.elapsed = resumed.get("train_seconds", 0.0)
             run.history = list(resumed.get("history", []))
+            run.budget_changes = list(resumed.get("budget_changes", []))
+            if resumed["train_config"]["epochs"] != config.epochs:  # the cosine's length changes from here on
+                run.budget_changes.append({"step": run.start_step, "epochs": resumed["train_config"]["epochs"]})
         if world > 1:
             # DDP averages the gradients of the processes' equal-sized slices during backward: the
             # gradient of the global-batch mean. A hard family calls the model once per glimpse before

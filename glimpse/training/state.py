@@ -47,6 +47,7 @@ class RunState:
     data_source: str
     origin: dict  # provenance: machine, device, digits
     stages: list = field(default_factory=list)  # the runs this one started from (--init-from)
+    budget_changes: list = field(default_factory=list)  # {step, epochs before} of each resume that changed --epochs
     logger: object = None
     say: object = print
     bar: object = None
@@ -102,6 +103,8 @@ class RunState:
                    train_seconds=self.seconds(), history=self.history)
         if self.stages:
             out["earlier_stages"] = self.stages
+        if self.budget_changes:
+            out["budget_changes"] = self.budget_changes
         if with_optimizer:
             out["optimizer_state"] = self.optimizer.state_dict()
         return out
