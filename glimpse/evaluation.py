@@ -71,9 +71,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     model.to(device)
     task, arch = payload["task"], payload["kind"]
     family = get_family(arch)
-    if samples and not family.samples_trajectories:
-        raise ValueError(f"--samples applies to models that sample where they look (hard attention); "
-                         f"a {arch} model is deterministic")
+    _check_samples(checkpoint, arch, samples)
     canvases = None
     if images_file is not None:
         images, labels = load_images(images_file, task["canvas_size"], task.get("n_digits", 1))
@@ -117,12 +115,23 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     return result
 
 
+def _check_samples(checkpoint, arch: str, samples: int) -> None:
+    if samples and not get_family(arch).samples_trajectories:
+        raise ValueError(f"--samples applies to models that sample where they look (hard attention); "
+                         f"{checkpoint} holds a {arch} model, which is deterministic")
+
+
 def compare_checkpoints(checkpoint_a: str | Path, checkpoint_b: str | Path, **options) -> dict:
     """Both checkpoints scored by :func:`evaluate_checkpoint` with the same ``options`` (so on the
     same canvases), and McNemar's exact test of the two: ``{"a": result, "b": result, "only_a",
-    "only_b", "p"}``. Raises ValueError when their tasks draw different canvases."""
-    recipes = [canvas_recipe(load_checkpoint(path)["task"]) for path in (checkpoint_a, checkpoint_b)]
-    if recipes[0] != recipes[1]:
+    "only_b", "p"}``. Raises ValueError, before either is scored, when their tasks draw different
+    canvases (both read the same ``images_file`` whatever their tasks) or ``samples`` does not apply
+    to one of them."""
+    payloads = [load_checkpoint(path) for path in (checkpoint_a, checkpoint_b)]
+    for path, payload in zip((checkpoint_a, checkpoint_b), payloads):
+        _check_samples(path, payload["kind"], options.get("samples", 0))
+    recipes = [canvas_recipe(payload["task"]) for payload in payloads]
+    if recipes[0] != recipes[1] and options.get("images_file") is None:
         described = [", ".join(f"{key}={value}" for key, value in zip(CANVAS_KEYS, recipe)) for recipe in recipes]
         raise ValueError(f"{checkpoint_b} reads other canvases than {checkpoint_a} ({described[1]} against "
                          f"{described[0]}): a paired test needs the same canvases")

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from glimpse import benchmark
 from glimpse.benchmark import score, score_agent
 from glimpse.checkpoint import load_model
 from glimpse.commands import evaluate
@@ -69,7 +70,7 @@ def test_a_model_that_returns_the_wrong_thing_is_told_what_was_expected(output, 
         score(output, "cluttered60", data_dir="bundled", limit=50)
 
 
-def test_evaluate_py_scores_an_outside_model_and_pairs_it_with_a_checkpoint(tmp_path, capsys):
+def test_evaluate_py_scores_an_outside_model_and_pairs_it_with_a_checkpoint(tmp_path, capsys, monkeypatch):
     module = tmp_path / "outside.py"
     module.write_text("import torch\n\ndef predict(canvases):\n    return torch.zeros(len(canvases), 10)\n\n"
                       "def wrong(canvases):\n    return torch.zeros(len(canvases), 3)\n")
@@ -88,6 +89,10 @@ def test_evaluate_py_scores_an_outside_model_and_pairs_it_with_a_checkpoint(tmp_
         assert match in capsys.readouterr().err
     assert evaluate.main(["--model", f"{module}:predict", "--data-dir", "bundled"]) == 2
     assert "needs --preset" in capsys.readouterr().err
+    # a checkpoint of other canvases is refused before the outside model is scored
+    monkeypatch.setattr(benchmark, "score", lambda *a, **k: pytest.fail("scored before refusing"))
+    assert evaluate.main([*argv, "--against", str(ROOT / "checkpoints" / "ram-mnist28.pt")]) == 2
+    assert "reads other canvases than --preset cluttered60" in capsys.readouterr().err
 
 
 def test_the_leaderboard_page_is_generated_from_the_files_and_up_to_date(tmp_path):

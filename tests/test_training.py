@@ -410,6 +410,32 @@ def test_evaluate_against_a_checkpoint_of_other_canvases_is_refused(hard_checkpo
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_evaluate_against_refuses_before_it_scores_and_pairs_any_two_on_one_images_file(hard_checkpoint, tmp_path,
+                                                                                        capsys, monkeypatch):
+    """--samples with a deterministic --against is refused before either checkpoint is scored (10,000
+    canvases times the trajectories would be thrown away); on one --images file two checkpoints of other
+    clutter read the same canvases, so they pair."""
+    from glimpse import evaluation
+
+    assert train.main([*FAST, "--run-dir", str(tmp_path), "--run-name", "soft", "--preset", "translated60", "--mode",
+                       "soft", "--arch", "stn", "--max-steps", "2", "--batch-size", "32"]) == 0
+    soft = tmp_path / "soft" / "best.pt"
+    real = evaluation.evaluate_checkpoint
+    monkeypatch.setattr(evaluation, "evaluate_checkpoint", lambda *a, **k: pytest.fail("scored before refusing"))
+    capsys.readouterr()
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--against", str(soft), "--samples", "2",
+                          "--data-dir", "bundled"]) == 2
+    assert f"{soft} holds a stn model, which is deterministic" in capsys.readouterr().err
+    monkeypatch.setattr(evaluation, "evaluate_checkpoint", real)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "canvases.npz", images=rng.integers(0, 256, (40, 60, 60), dtype=np.uint8),
+             labels=rng.integers(0, 10, 40))
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--against", str(soft), "--images",
+                          str(tmp_path / "canvases.npz"), "--json"]) == 0
+    paired = last_json(capsys)
+    assert paired["n"] == paired["against"]["n"] == 40 and 0 < paired["against"]["p"] <= 1
+
+
 def test_an_empty_data_dir_stops_train_and_evaluate_before_anything_is_written(hard_checkpoint, tmp_path, capsys):
     """``--data-dir "$UNSET"`` must not fall back to other digits without a word."""
     argv = [a for a in FAST if a not in ("--data-dir", "bundled")]

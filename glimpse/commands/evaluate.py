@@ -29,7 +29,7 @@ from pathlib import Path
 from glimpse.cli import ArgumentParser, check_threads, fail, interruptible
 from envs.data import DataError
 from glimpse.evaluation import compare_checkpoints, evaluate_checkpoint
-from glimpse.checkpoint import CheckpointError
+from glimpse.checkpoint import CheckpointError, load_checkpoint
 from glimpse.training.distributed import resolve_device
 from glimpse.cpu import configure_cpu
 
@@ -131,13 +131,18 @@ def outside_model(spec: str):
 def score_outside_model(args, device) -> int:
     """evaluate.py --model: the outside model's benchmark result, and with --against a checkpoint
     on the same canvases and McNemar's test of the two."""
-    from glimpse.benchmark import score
+    from glimpse.benchmark import benchmark_task, canvas_recipe, score
     from glimpse.stats import mcnemar
 
     if args.preset is None:
         raise ValueError("--model needs --preset: the task whose canvases the model reads")
     if args.images is not None or args.samples:
         raise ValueError("--model scores the benchmark's canvases: --images and --samples are for checkpoints")
+    if args.against is not None:  # refused before the outside model's scoring, not after it
+        task = load_checkpoint(args.against)["task"]
+        if canvas_recipe(task) != canvas_recipe(benchmark_task(args.preset)[1]):
+            raise ValueError(f"--against {args.against} reads other canvases than --preset {args.preset}: a paired "
+                             f"test needs the same canvases")
     result = score(outside_model(args.model), args.preset, split=args.split, canvas_seed=args.canvas_seed,
                    device=device, batch_size=args.batch_size, data_dir=args.data_dir, limit=args.limit,
                    model=args.name or args.model)
