@@ -100,7 +100,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
               "error_interval": list(numbers["error_interval"]),  # 95 %, Wilson
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,
               "images_per_second": len(labels) / seconds, "device": str(device),
-              "benchmark": BENCHMARK_VERSION, "canvas_hash": numbers["set_hash"], "trajectories_per_image": max(samples, 1),
+              "benchmark": None if images_file is not None else BENCHMARK_VERSION,  # a file's canvases are its own
+              "canvas_hash": numbers["set_hash"], "trajectories_per_image": max(samples, 1),
               "seed_dependent": family.evaluation_draws(model, task, 1, seed, samples > 0) is not None,
               "train_seconds": payload.get("train_seconds"),
               "provenance": describe_provenance(payload),

@@ -466,7 +466,10 @@ def test_evaluate_npz_and_sampled_trajectories(hard_checkpoint, tmp_path, capsys
     path = tmp_path / "x.npz"
     np.savez(path, images=rng.integers(0, 256, (10, 60, 60), dtype=np.uint8), labels=np.arange(10))
     assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--images", str(path), "--json"]) == 0
-    assert last_json(capsys)["n"] == 10
+    result = last_json(capsys)
+    assert result["n"] == 10 and result["benchmark"] is None  # a file's canvases are not the benchmark's
+    assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--images", str(path), "--split", "val"]) == 2
+    assert "--images brings its own" in capsys.readouterr().err
     assert evaluate.main(["--checkpoint", str(hard_checkpoint), "--images", str(path), "--json", "--samples", "3"]) == 0
     assert "averaged over 3 sampled trajectories" in last_json(capsys)["evaluation"]
 

@@ -52,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "canvas by canvas whether the two differ (McNemar's exact test)")
     parser.add_argument("--images", help="evaluate on this .npz holding 'images' (N, H, W) uint8 and 'labels' (N,) "
                                          "int ((N, K), left to right, for a model that reads K digits)")
-    parser.add_argument("--split", choices=("test", "val"), default="test",
-                        help="without --images: the fixed test set, or the validation set used for model selection")
+    parser.add_argument("--split", choices=("test", "val"), default=None,
+                        help="without --images: the fixed test set (the default), or the validation set used for "
+                             "model selection")
     parser.add_argument("--samples", type=int, default=0,
                         help="hard models: average this many sampled trajectories instead of following the policy mean "
                              "(drawn with the std the run's schedule ends at, --location-std-final)")
@@ -189,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--seed must be >= 0 and below 2**32, got {args.seed}")
         if args.samples > MAX_SAMPLES:
             raise ValueError(f"--samples must be at most {MAX_SAMPLES} trajectories per canvas, got {args.samples}")
+        if args.images is not None and args.split is not None:
+            raise ValueError("--split chooses the benchmark's canvases: --images brings its own")
+        args.split = args.split or "test"
         configure_cpu(args.threads)
         if args.model is not None:
             return score_outside_model(args, resolve_device(args.device))
