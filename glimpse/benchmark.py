@@ -44,6 +44,11 @@ N_CLASSES = 10
 TEST_SEED, VAL_SEED = 2, 1  # the fixed canvases train.py validates and tests on
 FRESH_SEED = 20261123  # fresh test canvases for the docs' second number: a seed no model was tuned on
 CANVAS_KEYS = ("canvas_size", "n_clutter", "centred_digit", "n_digits")  # the task keys that decide the canvases
+# The fixed test canvases of this benchmark version on MNIST's test digits, by task: a saved result's
+# set_hash must be its task's (tests/test_benchmark_sets.py draws them again)
+TEST_SET_HASHES = {"mnist28": "d64c7cbe8d62d4a3", "translated60": "e14015dc6e0af229",
+                   "cluttered60": "bf1e9b2cd96d4b19", "cluttered100": "803e18544235f13a",
+                   "multi100": "93767cd516d4afd2"}
 
 
 def canvas_recipe(task: dict) -> tuple:

@@ -21,6 +21,9 @@ def main(argv=None) -> int:
         fresh = write(check_only=not args.write)
     except ValueError as exc:
         return fail(exc)
+    except OSError as exc:  # a file of the page's missing or unreadable, or the page not writable
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"{PAGE.name}: {'up to date' if fresh else ('written' if args.write else 'out of date (--write)')}")
     return 0 if fresh or args.write else 1
 

@@ -119,23 +119,41 @@ def test_the_leaderboard_page_is_generated_from_the_files_and_up_to_date(tmp_pat
     (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "canvas_seed": 7}))
     with pytest.raises(ValueError, match="of seed 7; the board's are the fixed test canvases"):
         leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
-    # another task's canvases under the preset's name, a task the board has no table for, or no settings
-    (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "n": 10_000,
-                                                     "task_settings": {**saved["task_settings"], "n_clutter": 0}}))
-    with pytest.raises(ValueError, match=r"zeros.json: scored with other task settings than cluttered60's: n_clutter 0 "
-                                         r"\(the task's 4\)"):
-        leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
-    for change, why in (({"task": "translated60"}, "task 'translated60': the board's tasks are"),
-                        ({"task": "custom"}, "task 'custom'"),
-                        ({"task_settings": {}}, "records no task settings")):
-        (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "n": 10_000, **change}))
+    # a result on the whole fixed set of full MNIST (the example's, committed) is a row of its task; one
+    # altered is refused by name and why
+    real = json.loads((ROOT / "benchmarks" / "results" / "small-cnn-1000-steps.json").read_text())
+
+    def board_with(result):
+        (tmp_path / "zeros.json").write_text(json.dumps(result))
+        return leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
+    for change, why in (({"task_settings": {**real["task_settings"], "n_clutter": 0}},
+                         r"zeros.json: scored with other canvases than cluttered60's: n_clutter 0 \(the task's 4\)"),
+                        ({"task": "translated60"}, "task 'translated60' .*: the board's tasks are"),
+                        ({"task": "custom", "task_settings": {**real["task_settings"], "n_clutter": 5}},
+                         "task 'custom' .*n_clutter 5.*: the board's tasks are"),
+                        ({"task_settings": {}}, "records no task settings"),
+                        ({"set_hash": "0" * 16}, "hash 0000000000000000 is not that of cluttered60's fixed test"),
+                        ({"error": 0.001}, r"its error 0.10 % is not the 1,264 canvases its right_bits read wrong"),
+                        ({"right_bits": real["right_bits"][:40]}, "bits, not one per canvas"),
+                        ({"right_bits": "not base64!"}, "right_bits are not base64"),
+                        ({"right_bits": None, "split": None}, "it has no split")):
+        result = {k: v for k, v in {**real, **change}.items() if v is not None}
         with pytest.raises(ValueError, match=why):
+            board_with(result)
+    for text, why in (("[1, 2]", r"not a saved benchmark result \(a JSON list, not an object\)"),
+                      ("{nope", "not readable as JSON")):
+        (tmp_path / "zeros.json").write_text(text)
+        with pytest.raises(ValueError, match=f"zeros.json: {why}"):
             leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
-    # one on the whole fixed set (as full MNIST gives it) becomes a row of its task
-    (tmp_path / "zeros.json").write_text(json.dumps({**saved, "mnist_subset": False, "n": 10_000}))
-    page = leaderboard.page(json.loads(leaderboard.SCORES.read_text()), results_dir=tmp_path)
-    row = next(line for line in page.splitlines() if line.startswith("| zeros |"))
-    assert f"{100 * result.error:.2f} (" in row and result.set_hash in row
+    row = next(line for line in board_with({**real, "model": "zeros"}).splitlines() if line.startswith("| zeros |"))
+    assert "12.64 (" in row and real["set_hash"] in row and "its own sensor" not in row
+    # an agent with its own glimpse settings reads the task's canvases: a row of the task, its sensor named
+    agent = {**real, "model": "zeros", "task": "custom", "task_settings": {**real["task_settings"], "n_glimpses": 8}}
+    row = next(line for line in board_with(agent).splitlines() if line.startswith("| zeros |"))
+    assert "its own sensor: n_glimpses 8 (the task's 6)" in row
+    # lab scores of another benchmark version do not stand beside this one's
+    with pytest.raises(ValueError, match="holds benchmark v0 scores, not v1"):
+        leaderboard.lab_rows({**json.loads(leaderboard.SCORES.read_text()), "benchmark": 0})
 
 
 def test_the_bring_your_own_model_example_trains_and_scores(tmp_path):

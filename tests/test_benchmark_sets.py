@@ -10,7 +10,7 @@ import pytest
 from envs.data import load_bundled_subset, load_mnist
 from envs.engine import canvas_digest
 from envs.task import BENCHMARK_VERSION, TASKS, GlimpseTask
-from glimpse.benchmark import fixed_set
+from glimpse.benchmark import TEST_SET_HASHES, fixed_set
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get("GLIMPSE_DATA") or str(ROOT.parent / "shared" / "datasets")
@@ -18,15 +18,10 @@ HAS_MNIST = (Path(DATA) / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
 
 DIGESTS = {  # benchmark v1
     ("full", "mnist28", "val"): "0b11588dc7333964",
-    ("full", "mnist28", "test"): "d64c7cbe8d62d4a3",
     ("full", "translated60", "val"): "1c87a70cdb318ee6",
-    ("full", "translated60", "test"): "e14015dc6e0af229",
     ("full", "cluttered60", "val"): "8beb372889e13149",
-    ("full", "cluttered60", "test"): "bf1e9b2cd96d4b19",
     ("full", "cluttered100", "val"): "9f645d4c1d02bf5d",
-    ("full", "cluttered100", "test"): "803e18544235f13a",
     ("full", "multi100", "val"): "dfef772426cbe041",
-    ("full", "multi100", "test"): "93767cd516d4afd2",
     ("bundled", "mnist28", "val"): "e064766d42164131",
     ("bundled", "mnist28", "test"): "5989f0d9dc30fe05",
     ("bundled", "translated60", "val"): "1f68bec165b4f6e5",
@@ -37,6 +32,7 @@ DIGESTS = {  # benchmark v1
     ("bundled", "cluttered100", "test"): "e12b8cbe24b612fc",
     ("bundled", "multi100", "val"): "f5efbae9173bde33",
     ("bundled", "multi100", "test"): "1cbf30ef91013159",
+    **{("full", task, "test"): digest for task, digest in TEST_SET_HASHES.items()},  # the leaderboard's check
 }
 
 
