@@ -1,6 +1,7 @@
 """glimpse.benchmark: any model or agent scored on the lab's canvases, with the protocol that makes
 its number comparable, by the same rules evaluate.py scores the lab's checkpoints with."""
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,14 @@ def test_evaluate_py_scores_an_outside_model_and_pairs_it_with_a_checkpoint(tmp_
         assert match in capsys.readouterr().err
     assert evaluate.main(["--model", f"{module}:predict", "--data-dir", "bundled"]) == 2
     assert "needs --preset" in capsys.readouterr().err
+    # a model file imports the modules beside it, as `python FILE` would; one that exits on import is an error
+    (tmp_path / "helper_for_outside.py").write_text("import torch\n\ndef zeros(n):\n    return torch.zeros(n, 10)\n")
+    (tmp_path / "uses_helper.py").write_text("from helper_for_outside import zeros\n\ndef predict(canvases):\n"
+                                             "    return zeros(len(canvases))\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit('bye')\n")
+    assert evaluate.main(["--model", f"{tmp_path / 'uses_helper.py'}:predict", *argv[2:]]) == 0
+    assert evaluate.main(["--model", f"{tmp_path / 'exits.py'}:predict", *argv[2:]]) == 2
+    assert "cannot import" in capsys.readouterr().err and str(tmp_path) not in sys.path
     # a checkpoint of other canvases is refused before the outside model is scored
     monkeypatch.setattr(benchmark, "score", lambda *a, **k: pytest.fail("scored before refusing"))
     assert evaluate.main([*argv, "--against", str(ROOT / "checkpoints" / "ram-mnist28.pt")]) == 2

@@ -111,7 +111,12 @@ def outside_model(spec: str):
             if loaded is None or not Path(where).is_file():
                 raise ValueError(f"--model: no file {where}")
             module = importlib.util.module_from_spec(loaded)
-            loaded.loader.exec_module(module)
+            folder = str(Path(where).resolve().parent)  # its sibling modules import, as under python FILE
+            sys.path.insert(0, folder)
+            try:
+                loaded.loader.exec_module(module)
+            finally:
+                sys.path.remove(folder)
         else:
             # the installed glimpse-evaluate does not look in the current directory, as python does
             if os.getcwd() not in sys.path and "" not in sys.path:
@@ -119,7 +124,7 @@ def outside_model(spec: str):
             module = importlib.import_module(where)
     except ValueError:
         raise
-    except Exception as exc:  # the user's module failed while importing: say where, in one line
+    except (Exception, SystemExit) as exc:  # the user's module failed (or exited) while importing: say where, in one line
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         at = f" at {frame.filename}:{frame.lineno}" if frame and not isinstance(exc, (ImportError, SyntaxError)) else ""
         raise ValueError(f"--model: cannot import {where} ({type(exc).__name__}: {exc}{at})") from exc
