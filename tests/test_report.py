@@ -241,6 +241,13 @@ def test_a_finished_checkpoint_of_the_same_recipe_is_adopted_as_the_reports_run(
     # every checkpoint is checked before any is adopted: a refused one leaves no record of the others
     assert report.main([*argv, "--adopt", str(adopted), str(elsewhere / "other" / "best.pt")]) == 2
     assert not (out / "records").exists()
+    # --no-report keeps the record and builds nothing (the report comes later, on an idle machine)
+    assert report.main([*argv, "--no-report", "--readme", str(tmp_path / "README.md")]) == 2
+    assert "--readme writes the report's headline" in capsys.readouterr().err
+    assert report.main([*argv, "--no-report", "--adopt", str(adopted)]) == 0
+    assert (out / "records" / "ram-seed0.pt").exists() and not (out / "compare.md").exists()
+    assert "no report built: --no-report" in capsys.readouterr().out
+    (out / "records" / "ram-seed0.pt").unlink()
     assert report.main([*argv, "--train", "--adopt", str(adopted), str(adopted)]) == 0  # named twice: taken once
     assert not (runs / "ram-seed0").exists()  # adopted, not trained
     record = read_record(out / "records" / "ram-seed0.pt")

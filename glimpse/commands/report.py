@@ -5,6 +5,7 @@
     python report.py --train --budget 3      # three times the epochs of every model
     python report.py --readme                # also put the headline table and figure in ./README.md
     python report.py --train --converged     # every model to convergence (tens of hours; resumable)
+    python report.py --converged --adopt runs/X/best.pt --no-report   # keep its record, build the report later
 
 Writes reports/compare.md with PNG figures beside it. Each model is trained --seeds times
 (runs/report/<model>-seed<k>), RAM and DRAW also with 1..8 glimpses (seed 0); interrupted runs
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="count finished checkpoints (a shipped one, say) as the report's runs of the same "
                              "recipe, seed and epochs: their records are written and those runs not trained")
     parser.add_argument("--train", action="store_true", help="train the missing runs first")
+    parser.add_argument("--no-report", action="store_true",
+                        help="keep the records of --adopt and --train and stop there: build the report later, on an "
+                             "otherwise idle machine, so that its speed columns mean what they say")
     parser.add_argument("--budget", type=float, default=1.0, help="multiply every model's epochs by this")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per model (the glimpse sweep uses seed 0)")
     parser.add_argument("--models", default=",".join(e.name for e in MODELS),
@@ -162,6 +166,8 @@ def check(args) -> None:
         existing = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at the latest
         if not existing.is_dir():
             raise ValueError(f"{flag} {path}: {'it' if existing == path else existing} is a file, not a directory")
+    if args.no_report and args.readme is not None:
+        raise ValueError("--readme writes the report's headline: it needs the report that --no-report leaves out")
     if args.readme is not None:  # checked before the work, not after it
         text = args.readme.read_text() if args.readme.is_file() else None
         if text is None or HEADLINE_START not in text or HEADLINE_END not in text:
@@ -195,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; see their logs in {args.runs}",
                       file=sys.stderr)
                 return 1
-        path = build_report(settings)
+        path = None if args.no_report else build_report(settings)
         if args.readme:
             update_readme(args.readme, (args.out / "headline.md").read_text(),
                           os.path.relpath(args.out / "where_they_look.png", args.readme.resolve().parent))
@@ -211,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if left:
         print(f"warning: {len(left)} run(s) were being trained by another process and are reported as not "
               f"trained: {', '.join(left)}. Run the same command again once they finish", file=sys.stderr)
-    print(f"report: {path}")
+    print(f"report: {path}" if path else f"records: {args.records} (no report built: --no-report)")
     return 0
 
 
