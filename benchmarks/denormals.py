@@ -39,7 +39,7 @@ def build_parser() -> ArgumentParser:
                         "shipped 60x60 ones)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per setting (default 20)")
-    parser.add_argument("--data-dir", default=None, help="MNIST's folder (default: torchvision's download)")
+    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py: default $GLIMPSE_DATA, ./data, ~/.cache/glimpse)")
     return parser
 
 
@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         configure_cpu(check_threads(args.threads))
         if args.steps < 1:
             raise ValueError(f"--steps must be >= 1, got {args.steps}")
-        payloads = {path: load_checkpoint(path) for path in args.checkpoints}
+        # the defaults are named from the clone's root, and found there from any working directory
+        payloads = {path: load_checkpoint(ROOT / path if args.checkpoints is SHIPPED_60 else path)
+                    for path in args.checkpoints}
         data = load_mnist(args.data_dir)
     except (ValueError, DataError, CheckpointError, OSError) as exc:
         return fail(exc)

@@ -25,6 +25,7 @@ import argparse
 import time
 
 import envs  # noqa: F401 - registers the env ids
+import envs.data
 from envs.flat_action import grid_points, make_flat
 
 TASK = "mnist28"
@@ -73,6 +74,12 @@ def main(argv: list[str] | None = None) -> float:
     for name in ("steps", "envs", "eval_episodes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.benchmark_limit is not None and args.benchmark_limit < 0:  # checked before minutes of PPO
+        parser.error(f"--benchmark-limit must be >= 0 (0: skip), got {args.benchmark_limit}")
+    try:
+        envs.data.load_mnist(args.data_dir)
+    except envs.data.DataError as exc:
+        parser.error(str(exc))
     try:
         grid_points(args.grid)
     except ValueError as exc:

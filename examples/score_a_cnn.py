@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torchvision.ops import Conv2dNormActivation
 
-from envs.data import load_mnist
+from envs.data import DataError, load_mnist
 from envs.engine import DigitBank, make_canvases
 from envs.task import TASKS
 from glimpse.benchmark import score
@@ -46,11 +46,18 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--save", default=None, help="write the benchmark result here (JSON)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    for name, least in (("limit", 1), ("steps", 1), ("seconds", 0)):  # checked before a minute of training
+        if getattr(args, name) is not None and getattr(args, name) < least:
+            parser.error(f"--{name} must be >= {least}, got {getattr(args, name)}")
+    try:
+        digits = load_mnist(args.data_dir)
+    except DataError as exc:
+        parser.error(str(exc))
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     task = TASKS[args.preset]
-    bank = DigitBank.of(load_mnist(args.data_dir).train)
+    bank = DigitBank.of(digits.train)
     model, generator = small_cnn(), torch.Generator().manual_seed(args.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
     start, steps = time.perf_counter(), 0

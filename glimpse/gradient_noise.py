@@ -191,7 +191,7 @@ def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: 
     minibatches (for the command line)."""
     env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
     grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples)
-    grad_fn(-1)  # warm-up: digits loaded, caches filled
+    grad_fn(0)  # warm-up: digits loaded, caches filled (minibatch 0 is drawn again, from its seed)
     start = time.perf_counter()
     batches = progress(range(n_batches), disable=not show_progress, desc=f"K = {samples}", unit="minibatches")
     grads = gradient_estimates(grad_fn, batches)

@@ -32,8 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
     parser.add_argument("--checkpoints", type=Path, default=scores.ROOT / "checkpoints",
                         help="the folder of checkpoints to score (its *.pt)")
-    parser.add_argument("--samples", type=int, default=10,
-                        help="also score hard models averaging this many sampled trajectories (0: skip)")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="also score hard models averaging this many sampled trajectories (0: skip; default 10, "
+                             "or with --only and --paired-only the scores file's own count)")
     parser.add_argument("--write", action="store_true", help="write the scores to checkpoints/scores.json "
                                                              "and the table into README.md")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _score_and_write(args) -> int:
     configure_cpu(check_threads(args.threads))
+    args.samples_given = args.samples is not None
+    args.samples = 10 if args.samples is None else args.samples
     if args.samples < 0:
         raise ValueError(f"--samples must be >= 0, got {args.samples}")
     if not args.checkpoints.is_dir():
@@ -71,14 +74,23 @@ def _score_and_write(args) -> int:
             scores.write_tables(kept_scores["rows"], kept_scores["samples"])
             leaderboard.write()
         return 0
+    if args.paired_only or args.only:  # rows kept from the scores file keep its trajectory count
+        kept_scores = json.loads(scores.SCORES.read_text())
+        if args.samples_given and args.samples != kept_scores["samples"]:
+            raise ValueError(f"--samples {args.samples}: the rows kept from {scores.SCORES.name} averaged "
+                             f"{kept_scores['samples']} trajectories; score every checkpoint to change it")
+        args.samples = kept_scores["samples"]
     if args.paired_only:
-        rows = json.loads(scores.SCORES.read_text())["rows"]
+        rows = kept_scores["rows"]
     elif args.only:
-        kept = {row["checkpoint"]: row for row in json.loads(scores.SCORES.read_text())["rows"]}
+        kept = {row["checkpoint"]: row for row in kept_scores["rows"]}
         unknown = sorted(set(args.only) - {p.name for p in paths})
         if unknown:
-            print(f"error: --only: no {', '.join(unknown)} in {args.checkpoints}", file=sys.stderr)
-            return 2
+            raise ValueError(f"--only: no {', '.join(unknown)} in {args.checkpoints}")
+        unscored = sorted({p.name for p in paths} - set(kept) - set(args.only))
+        if unscored:
+            raise ValueError(f"--only: {', '.join(unscored)} in {args.checkpoints} has no row in {scores.SCORES.name} "
+                             f"to keep: name it in --only too")
         rows = [scores.score(p, args.data_dir, args.samples) if p.name in args.only else kept[p.name]
                 for p in progress(paths, desc="score", unit="checkpoints", timed=False)]
     else:

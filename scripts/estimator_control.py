@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from envs.data import DataError, load_mnist
 from glimpse.checkpoint import CheckpointError, load_model
@@ -52,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.batches < 2 or args.batch_size < 1 or args.seed < 0:
             raise ValueError("--batches must be >= 2, --batch-size >= 1 and --seed >= 0")
         configure_cpu(check_threads(args.threads))
-        trained, payload = load_model(args.checkpoint)
+        # the default is named from the clone's root, and found there from any working directory
+        trained, payload = load_model(Path(__file__).resolve().parents[1] / DEFAULT if args.checkpoint is DEFAULT
+                                      else args.checkpoint)
         if not get_family(payload["kind"]).reparameterised_locations(payload["model_config"]):
             raise ValueError(f"{args.checkpoint} holds a {payload['kind']} model that draws no reparameterised "
                              f"locations (the differentiable retina's reparameterised variant does)")

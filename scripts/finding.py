@@ -74,7 +74,8 @@ def print_reading(result: dict) -> None:
 
 
 def print_table(results: list[dict], radius: float) -> None:
-    print(f"| checkpoint | test error | digit found (a step within {radius:g} px) | median distance at the last step "
+    print(f"{results[0]['n']} {which_canvases(results[0])} each")
+    print(f"| checkpoint | {results[0]['split']} error | digit found (a step within {radius:g} px) | median distance at the last step "
           "(px) | error where found | error where not found | errors where never found |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
@@ -110,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     for checkpoint in progress(args.checkpoint, desc="find", unit="checkpoints", timed=False,
                                disable=len(args.checkpoint) == 1):
         try:
+            bar = (lambda n: progress(total=n, desc="find", unit="canvases")) if len(args.checkpoint) == 1 else None
             results.append(localise_checkpoint(checkpoint, data_dir=args.data_dir, split=args.split,
                                                radius=args.radius, seed=args.seed, batch_size=args.batch_size,
-                                               canvas_seed=args.canvas_seed))
+                                               canvas_seed=args.canvas_seed, progress=bar))
         except NoAttention as exc:
             if len(args.checkpoint) == 1:
                 return fail(exc)

@@ -30,12 +30,17 @@ START, END = "<!-- quickstart:start -->", "<!-- quickstart:end -->"
 def run_quickstart(data_dir: str) -> list[str]:
     """The last lines of the quickstart's output; ValueError with train.py's own message if it failed."""
     with tempfile.TemporaryDirectory() as runs:
-        done = subprocess.run([sys.executable, "train.py", "--data-dir", data_dir, "--run-dir", runs],
-                              cwd=ROOT, capture_output=True, text=True)
+        # train.py's stderr (its progress bar) passes through as it comes; its stdout is the block
+        with subprocess.Popen([sys.executable, "train.py", "--data-dir", data_dir, "--run-dir", runs],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as done:
+            tail = ""
+            for chunk in iter(lambda: done.stderr.read(256), ""):
+                sys.stderr.write(chunk)
+                tail = (tail + chunk)[-4000:]
+            out = done.stdout.read()
         if done.returncode:
-            said = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["no message"]
+            said = [line for line in re.split(r"[\r\n]", tail) if line.strip()][-1:] or ["no message"]
             raise ValueError(f"train.py exited {done.returncode}: {said[0]}")
-        out = done.stdout
         lines = [line for line in out.splitlines() if line.strip()][-4:]
         return [re.sub(r"\d{8}-\d{6}", "DATE-TIME", line.replace(runs, "runs").replace(data_dir, "DIR"))
                 for line in lines]

@@ -174,6 +174,10 @@ def test_the_bring_your_own_model_example_trains_and_scores(tmp_path):
     result = example.main(["--steps", "80", "--limit", "200", "--save", str(tmp_path / "cnn.json")])
     assert result.n == 200 and result.error < 0.75  # it learns: chance reads 90 % wrong, 80 steps about 59 %
     assert json.loads((tmp_path / "cnn.json").read_text())["model"].startswith("small torchvision CNN")
+    for bad in (["--limit", "0"], ["--data-dir", str(tmp_path / "nowhere")]):  # refused before it trains
+        with pytest.raises(SystemExit) as exit:
+            example.main(bad)
+        assert exit.value.code == 2
 
 
 def test_an_agent_s_score_repeats_where_the_first_glimpse_falls_at_random():

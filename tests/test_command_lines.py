@@ -49,6 +49,18 @@ def test_scripts_refuse_bad_input_in_one_line(name, argv, message, capsys, monke
     assert message in err and "Traceback" not in err
 
 
+def test_default_checkpoints_are_found_from_any_working_directory(tmp_path, capsys, monkeypatch):
+    """The scripts' default checkpoints are named from the clone's root and found there: run from
+    elsewhere, they load (and the run stops at the missing data, not at the checkpoint)."""
+    spec = importlib.util.spec_from_file_location("denormals", ROOT / "benchmarks" / "denormals.py")
+    denormals = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(denormals)
+    monkeypatch.chdir(tmp_path)
+    for main in (denormals.main, script("estimator_control").main):
+        assert main(["--data-dir", str(tmp_path / "nowhere")]) == 2
+        assert "no MNIST in" in capsys.readouterr().err
+
+
 def test_a_model_module_that_fails_to_import_is_named_with_its_line(tmp_path, capsys):
     module = tmp_path / "broken.py"
     module.write_text("import math\nx = 1 / 0\n\ndef predict(canvases):\n    return canvases\n")

@@ -150,8 +150,12 @@ def test_script_on_a_checkpoint(script, tmp_path, capsys):
     assert len(result["median_distance_per_step"]) == 6 and out[1].startswith("| step |")
     assert script.main(["--checkpoint", checkpoint, checkpoint, "--data-dir", "bundled", "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[0].startswith("| checkpoint |") and len(out) == 5  # header, rule, a row each, JSON
-    assert json.loads(out[-1]) == [result, result]
+    assert out[0] == "2000 test canvases each" and out[1].startswith("| checkpoint | test error |")
+    assert len(out) == 6 and json.loads(out[-1]) == [result, result]  # canvases, header, rule, a row each, JSON
+    assert script.main(["--checkpoint", checkpoint, checkpoint, "--data-dir", "bundled", "--split", "val",
+                        "--canvas-seed", "5"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == "1000 fresh val canvases (seed 5) each" and out[1].startswith("| checkpoint | val error |")
     assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--radius", "0"]) == 2
     assert "radius" in capsys.readouterr().err
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--data-dir", "bundled"]) == 2

@@ -141,6 +141,8 @@ def test_the_estimator_script_compares_baselines_at_equal_wall_clock(capsys):
                         "--data-dir", "bundled"]) == 0
     out = capsys.readouterr().out
     assert "| learned baseline" in out and "| leave-one-out, K = 2" in out and "| 1.00 " in out
+    assert script.main(["--checkpoint", ram, "--samples", "1", "--batches", "2", "--batch-size", "4", "--seed", "0",
+                        "--data-dir", "bundled"]) == 0  # its warm-up minibatch is one of the seeds' own
     assert script.main(["--checkpoint", str(root / "checkpoints" / "sat-cluttered60.pt"), "--data-dir", "bundled"]) == 2
     assert "need hard attention" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit:  # argparse: exit code 2, one line

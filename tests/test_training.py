@@ -590,6 +590,13 @@ def test_checkpoint_table_only_rescores_the_named_rows(hard_checkpoint, tmp_path
     assert "| `b.pt` | 50.00 (" in out and "| `a.pt` | " in out
     assert table.main([*argv, "--only", "missing.pt"]) == 2
     assert "no missing.pt" in capsys.readouterr().err
+    # a checkpoint with no kept row must be scored too; the kept rows' trajectory count is the file's
+    shutil.copy(hard_checkpoint, tmp_path / "c.pt")
+    assert table.main([*argv, "--only", "a.pt"]) == 2
+    assert "c.pt in " in capsys.readouterr().err
+    assert table.main([*argv[:-2], "--samples", "2", "--only", "a.pt", "c.pt"]) == 2
+    assert "averaged 0 trajectories" in capsys.readouterr().err
+    assert table.main([*argv[:-2], "--only", "a.pt", "c.pt"]) == 0  # no --samples: the file's 0
 
 
 def test_checkpoint_table_draws_fresh_first_glimpses_for_a_random_first_glimpse(monkeypatch, tmp_path):
