@@ -28,8 +28,9 @@ def format_interval(errors: float, n: int) -> str:
 
 
 def format_p(p: float) -> str:
-    """A p-value as the reports print it: two significant digits, "< 1e-6" below (no equals sign)."""
-    return "< 1e-6" if p < 1e-6 else f"{p:.2g}"
+    """A p-value as the reports print it: two significant digits, three near 0.05 (so that 0.0496 does not
+    read "0.05" beside a verdict it passes), "< 1e-6" below (no equals sign)."""
+    return "< 1e-6" if p < 1e-6 else f"{p:.3g}" if 0.045 <= p < 0.055 else f"{p:.2g}"
 
 
 def p_phrase(p: float) -> str:

@@ -318,6 +318,12 @@ def test_another_seed_s_run_at_twice_the_budget_settles_the_doubling_check(tmp_p
     runs_table = (out / "compare.md").read_text().split("## Runs and budgets")[1]
     ram_row = next(line for line in runs_table.splitlines() if line.startswith(f"| {RAM.label} |"))
     assert "| seed 0: " in ram_row and "<br>seed 1: " in ram_row and "seeds 0 and 1 of the budget: " in ram_row
+    # its record keeps both canvas sets, as the check reads both; the total time counts the doubled runs
+    from glimpse.report.records import canvas_set_name, read_record
+    kept = read_record(out / "records" / "ram-converged-x2-seed0.pt")["right"]
+    assert set(kept) == {canvas_set_name(None), canvas_set_name(FRESH_SEED)}
+    assert "Recorded training time of all 4 runs of this report (the doubling checks among them)" in \
+        (out / "compare.md").read_text()
 
 
 @pytest.mark.parametrize("bad", [["--models", "ram,vit"], ["--glimpses", "0"], ["--glimpses", "a"], ["--seeds", "0"],
@@ -802,3 +808,46 @@ def test_the_report_warns_when_it_builds_without_runs_another_process_holds(tmp_
                         "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
     assert "1 run(s) were being trained by another process and are reported as not trained: fc-seed0" in err
+
+
+def test_a_run_of_another_recipe_under_a_report_run_s_name_is_not_taken_for_it(tmp_path, capsys):
+    """A family's recipe that changed since a run trained (another --lr, at the same epochs), a run in
+    stages, or one resumed with another --epochs is not the recipe's run: the report leaves it out
+    with a warning, and --train refuses to count or resume it."""
+    from glimpse.checkpoint import save_checkpoint
+    from glimpse.cli import option_flags
+    from glimpse.commands import train
+    from glimpse.report.measurements import collect
+    from glimpse.report.runs import RunRequest, other_recipe, train_command, train_missing
+
+    runs = tmp_path / "runs"
+    request = RunRequest(RAM, 0, RAM.epochs)
+    options = RAM.train_options(0, RAM.epochs)
+    assert train.main([*option_flags({**options, "lr": 0.5 * (options.get("lr") or 1e-3)}), "--max-steps", "2",
+                       "--data-dir", "bundled", "--run-dir", str(runs), "--run-name", request.name]) == 0
+    payload = load_checkpoint(runs / request.name / "best.pt")
+    assert "trained as `python train.py" in other_recipe(payload, request) and "--lr" in other_recipe(payload, request)
+    own = {**payload, "train_config": {**payload["train_config"], "lr": resolve_lr(options)}}
+    assert other_recipe(own, request) is None
+    assert other_recipe({**own, "budget_changes": [{"step": 1, "epochs": 3}]}, request).startswith("resumed with")
+    staged = {**own, "earlier_stages": [{"train_config": own["train_config"], "train_seconds": 1.0}]}
+    assert other_recipe(staged, request) == "trained in 2 stages"
+    with pytest.raises(ValueError, match=f"not their recipe's runs: {request.name}: trained as"):
+        train_missing([request], runs, max_steps=2, data_dir="bundled")
+    capsys.readouterr()
+    assert collect(RAM, (0,), runs, max_steps=2).runs == []
+    assert f"left out {request.name}: trained as" in capsys.readouterr().err
+    # an interrupted run of another recipe is not resumed as this one's either
+    (runs / request.name / "best.pt").unlink()
+    with pytest.raises(ValueError, match=r"trained as .* \(interrupted\)"):
+        train_missing([request], runs, max_steps=2, data_dir="bundled")
+    # a run resumed by the report reads the digits it is told to, as a new one does
+    assert train_command(request, runs, threads=1, data_dir="DIGITS")[-2:] == ["--data-dir", "DIGITS"]
+    save_checkpoint(runs / request.name / "last.pt", own)
+    assert train_command(request, runs, threads=1, data_dir="DIGITS")[-2:] == ["--data-dir", "DIGITS"]
+
+
+def resolve_lr(options: dict) -> float:
+    from glimpse.training.config import resolve_config
+
+    return resolve_config(options).lr

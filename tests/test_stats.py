@@ -106,3 +106,5 @@ def test_a_mean_error_count_over_seeds_gets_an_interval_between_its_neighbours()
 
 def test_a_p_value_reads_in_a_sentence():
     assert p_phrase(0.0324) == "p = 0.032" and p_phrase(1e-9) == "p < 1e-6" and p_phrase(1.0) == "p = 1"
+    # near 0.05 a third digit keeps the printed p on the side of 0.05 its verdict is on
+    assert p_phrase(0.0496) == "p = 0.0496" and p_phrase(0.0504) == "p = 0.0504" and p_phrase(0.061) == "p = 0.061"

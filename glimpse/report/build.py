@@ -95,7 +95,7 @@ def keep_record(settings: ReportSettings, experiment: Experiment, seed: int) -> 
     """Keep a record of the finished run of ``experiment`` and ``seed`` in ``settings.records`` (if
     there is one): a run of the comparison with its results on the fixed and the fresh test canvases,
     and its weights if it is seed 0 of a model whose looking the gallery shows (REINFORCE's estimator
-    noise reads them too); a doubled-budget check with its fixed-set results; a run of the sweep or
+    noise reads them too); a doubled-budget check with its results on both; a run of the sweep or
     of the estimators with its learning curve and test error alone. ``report.py --train`` keeps it
     as soon as the run ends, so a finished run outlives its machine."""
     group = settings.collect(experiment, (seed,))
@@ -104,8 +104,8 @@ def keep_record(settings: ReportSettings, experiment: Experiment, seed: int) -> 
     if experiment in settings.models:
         weights = settings.seeds[0] if shows_attention(group) else None
         keep_records(group, settings.records, weights_for_seed=weights)
-    elif any(experiment == doubled(e) for e in settings.models):
-        keep_records(group, settings.records, canvas_seeds=(None,))
+    elif any(experiment == doubled(e) for e in settings.models):  # its check reads the fresh canvases too
+        keep_records(group, settings.records)
     else:
         keep_records(group, settings.records, canvas_seeds=())
 
@@ -128,7 +128,8 @@ def _keep_records(settings: ReportSettings, present: list[SeedRuns]) -> None:
         for run in group.runs:
             keep_record(settings, group.experiment, run["train_config"]["seed"])
         if settings.converged and group.experiment.name.endswith("-converged"):
-            keep_record(settings, doubled(group.experiment), first)
+            for seed in settings.seeds:  # every seed trained at twice the budget is checked
+                keep_record(settings, doubled(group.experiment), seed)
     for base in (e for e in ESTIMATED if e in settings.models):
         for k in settings.estimator_samples:
             keep_record(settings, with_samples(base, k), first)

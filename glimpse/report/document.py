@@ -222,7 +222,9 @@ def _runs_section(r: Measured) -> list[str]:
     for group in r.groups:
         epochs = sorted({run["train_config"]["epochs"] for run in group.runs}) or ["–"]
         minutes = [run.get("train_seconds", math.nan) / 60 for run in group.runs]
-        devices = sorted({_device(run) for run in group.runs}) or ["–"]
+        devices = [_device(run) for run in group.runs]  # in seed order; one when every run's is the same
+        device = (devices[0] if len(set(devices)) == 1 else
+                  "; ".join(f"seed {seed}: {d}" for seed, d in zip(group.seeds, devices))) if devices else "–"
         verdicts = [converged_by_noise(run.get("history", []), n_val) for run in group.runs]
         row = [group.experiment.label, ", ".join(map(str, epochs)), len(group.runs),
                ", ".join(f"{100 * err:.2f} ({format_interval(err * r.n_test, r.n_test)})"
@@ -233,14 +235,15 @@ def _runs_section(r: Measured) -> list[str]:
         if r.settings.converged:  # only the converged recipes are checked at twice their budget
             name = group.experiment.name
             row.append(_doubling_cells(r.doubling[name]) if name in r.doubling else "– (short budget)")
-        rows.append([*row, _fmt(float(np.mean(minutes)), 1) if minutes else "–", ", ".join(devices)])
+        rows.append([*row, _fmt(float(np.mean(minutes)), 1) if minutes else "–", device])
     # the comparison's runs, then the sweep's and the estimators' own (K = 1 and the default count are the comparison's)
     models = r.settings.models
     every_run = ([run for g in r.groups for run in g.runs]
                  + [run for entries in r.sweep_groups.values() for n, g in entries
                     for run in g.runs if g.experiment not in models]
                  + [run for label, g in r.curves if g.experiment not in models for run in g.runs])
-    total_minutes = sum(run.get("train_seconds", 0.0) for run in every_run) / 60
+    doubled_seconds = [check.get("doubled_seconds") or 0.0 for checks in r.doubling.values() for check in checks]
+    total_minutes = (sum(run.get("train_seconds", 0.0) for run in every_run) + sum(doubled_seconds)) / 60
     return [
         "## Runs and budgets",
         "",
@@ -265,7 +268,8 @@ def _runs_section(r: Measured) -> list[str]:
         f"canvases are {r.n_test:,} more drawn by the same recipe from the test digits with a seed no model "
         "was tuned on: an independent check of the test errors.",
         "",
-        f"Recorded training time of all {len(every_run)} runs of this report: {total_minutes:.0f} minutes "
+        f"Recorded training time of all {len(every_run) + len(doubled_seconds)} runs of this report"
+        f"{' (the doubling checks among them)' if doubled_seconds else ''}: {total_minutes:.0f} minutes "
         f"(each run's device and torch threads are in the table above; runs trained side by side on shared "
         f"cores ran slower than they would alone).",
         "",

@@ -22,7 +22,7 @@ from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
 from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, make_record, read_record, record_path,
                                     write_record)
-from glimpse.report.runs import finished_run, stale_changes
+from glimpse.report.runs import RunRequest, finished_run, other_recipe, stale_changes
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
 from glimpse.training.config import TrainConfig, resolve_config
@@ -138,6 +138,9 @@ def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None 
                     f"the budget asks {epochs}")
                 continue
             payload = record
+        if payload is not None and (why := other_recipe(payload, RunRequest(experiment, seed, epochs or 0))):
+            say(f"[report] left out {run_dir.name}: {why} (retrain it)")
+            continue
         if payload is not None and payload.get("benchmark") != BENCHMARK_VERSION:
             if "right" in payload:
                 say(f"[report] left out {run_dir.name}: its record was tested on benchmark v{payload.get('benchmark')},"
@@ -250,7 +253,8 @@ def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | No
         if len(order) > 1 else None
     return {**tests[0], "against_seeds": tests[1:], "seeds_apart": apart, "converged": not better, "fresh": fresh,
             "doubled_error": float(doubled.test_errors[twice]),
-            "doubled_epochs": int(doubled.runs[twice]["train_config"]["epochs"])}
+            "doubled_epochs": int(doubled.runs[twice]["train_config"]["epochs"]),
+            "doubled_seconds": doubled.runs[twice].get("train_seconds", 0.0)}
 
 
 def _against_each_seed(run: SeedRuns, doubled: SeedRuns, order: list[int], twice: int,

@@ -21,10 +21,10 @@ from glimpse.progress import progress, say
 
 from glimpse.report.experiments import Experiment
 from glimpse.report.records import read_record, record_path
-from glimpse.checkpoint import CheckpointError, load_checkpoint
+from glimpse.checkpoint import CheckpointError, load_checkpoint, training_stages
 from glimpse.cli import option_flags
 from glimpse.models import get_family
-from glimpse.training.config import TrainConfig
+from glimpse.training.config import TrainConfig, recipe_command, resolve_config
 from glimpse.training.rundir import live_holder
 
 # the report trains with the same glimpse it runs from, installed or in a clone
@@ -58,6 +58,20 @@ def finished_run(run_dir: Path, records_dir: Path | None = None, max_steps: int 
         if payload is not None and step_cap(payload) == max_steps and not rebuilt_changes(payload):
             return payload
     return None
+
+
+def other_recipe(payload: dict, request: RunRequest) -> str | None:
+    """Why a run (checkpoint or record) of ``request``'s name is not its recipe's run, or None: it
+    was trained with other options (a family's converged recipe changed since), in several stages, or
+    resumed with another --epochs. Its epochs are left to the budget checks."""
+    if payload.get("budget_changes"):
+        return f"resumed with another --epochs (at step {payload['budget_changes'][0]['step']})"
+    if len(training_stages(payload)) > 1:
+        return f"trained in {len(training_stages(payload))} stages"
+    epochs = payload["train_config"]["epochs"]
+    theirs = recipe_command(payload["train_config"])
+    ours = recipe_command(resolve_config(request.experiment.train_options(request.seed, epochs)).to_dict())
+    return None if theirs == ours else f"trained as `{theirs}`, and its recipe is `{ours}`"
 
 
 def stale_changes(run_dir: Path, records_dir: Path | None = None) -> dict[str, tuple]:
@@ -105,12 +119,18 @@ def _finished_checkpoint(run_dir: Path) -> dict | None:
         return None
 
 
-def _started_epochs(run_dir: Path) -> int | None:
-    """The epochs an interrupted run in ``run_dir`` was started for (its last.pt), or None."""
+def _started(run_dir: Path) -> dict | None:
+    """An interrupted run's last.pt in ``run_dir``, or None."""
     try:
-        return load_checkpoint(run_dir / "last.pt")["train_config"]["epochs"] if (run_dir / "last.pt").exists() else None
+        return load_checkpoint(run_dir / "last.pt") if (run_dir / "last.pt").exists() else None
     except CheckpointError:
         return None  # train.py --resume names what is wrong with it
+
+
+def _started_epochs(run_dir: Path) -> int | None:
+    """The epochs an interrupted run in ``run_dir`` was started for (its last.pt), or None."""
+    started = _started(run_dir)
+    return None if started is None else started["train_config"]["epochs"]
 
 
 def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_steps: int = 0,
@@ -119,7 +139,7 @@ def train_command(request: RunRequest, runs_dir: Path, *, threads: int, max_step
     common = {"threads": threads, "max_steps": max_steps or None}
     if (run_dir / "last.pt").exists():  # interrupted (or capped by a smoke test): continue it exactly
         return [sys.executable, *TRAIN, "--resume", str(run_dir),
-                *option_flags({"epochs": request.epochs, **common, "max_steps": max_steps})]
+                *option_flags({"epochs": request.epochs, **common, "max_steps": max_steps, "data_dir": data_dir})]
     options = {**request.experiment.train_options(request.seed, request.epochs), **common,
                "data_dir": data_dir, "run_dir": str(runs_dir), "run_name": request.name}
     return [sys.executable, *TRAIN, *option_flags(options)]
@@ -140,7 +160,16 @@ def train_missing(requests: list[RunRequest], runs_dir: Path, *, jobs: int = 1, 
                  if (run := finished[r.name]) is not None and run["train_config"]["epochs"] != r.epochs]
     if conflicts:
         raise ValueError(f"finished runs in {runs_dir}{f' or {records_dir}' if records_dir else ''} have another "
-                         f"budget: {'; '.join(conflicts)}. Delete them or choose another --runs folder")
+                         f"budget: {'; '.join(conflicts)}. Delete them, or choose other --runs and --records "
+                         f"folders (or --out, whose records/ they default to)")
+    others = [f"{r.name}: {why}" for r in requests if (run := finished[r.name]) is not None
+              and (why := other_recipe(run, r))]
+    others += [f"{r.name}: {why} (interrupted)" for r in requests if finished[r.name] is None
+               and (started := _started(runs_dir / r.name)) is not None and (why := other_recipe(started, r))]
+    if others:  # counted as this recipe's run, or resumed under its old settings, it would not be one
+        raise ValueError(f"runs in {runs_dir}{f' or {records_dir}' if records_dir else ''} are not their "
+                         f"recipe's runs: {'; '.join(others)}. Delete them, or choose other --runs and --records "
+                         f"folders")
     todo = [r for r in requests if finished[r.name] is None]
     stale = [f"{r.name} ({', '.join(f'{k}={was!r}' for k, (was, _) in changed.items())})" for r in todo
              if (changed := stale_changes(runs_dir / r.name))]
