@@ -851,3 +851,18 @@ def resolve_lr(options: dict) -> float:
     from glimpse.training.config import resolve_config
 
     return resolve_config(options).lr
+
+
+def test_an_adopted_record_finds_its_file_from_any_working_directory(tmp_path, monkeypatch):
+    """A record names the shipped file it was adopted from relative to the clone's root; from another
+    directory (the installed glimpse-report, say) the file and its weights are found all the same."""
+    from pathlib import Path
+
+    from glimpse.report.records import CLONE, adopted_file_unchanged, adopted_source, read_record
+
+    record = read_record(CLONE / "reports" / "converged" / "records" / "ram-converged-seed0.pt")
+    assert record["adopted_from"] == "checkpoints/ram-cluttered60.pt" and "model_state" not in record
+    monkeypatch.chdir(tmp_path)
+    assert adopted_source(record) == CLONE / "checkpoints" / "ram-cluttered60.pt" and adopted_file_unchanged(record)
+    assert adopted_source({**record, "adopted_from": "checkpoints/none-such.pt"}) is None
+    assert adopted_source({"adopted_from": None}) is None and not Path("checkpoints").exists()

@@ -19,7 +19,7 @@ from glimpse.gradient_noise import LOCATION_ESTIMATORS, baseline_name
 from glimpse.models import get_family
 from glimpse.report.experiments import TASK_PRESET
 from glimpse.report.measurements import NOISE_ERRORS, THRESHOLDS, SeedRuns, converged_by_noise, time_to_threshold
-from glimpse.report.records import adopted_file_unchanged
+from glimpse.report.records import adopted_file_unchanged, adopted_source
 from glimpse.report.settings import ReportSettings
 from glimpse.stats import format_interval, format_p, p_phrase
 
@@ -662,7 +662,7 @@ def _device(run: dict) -> str:
     where = f"{device} ({threads} thread{'s' if threads != 1 else ''})" if threads else device
     if not run.get("adopted_from"):
         return where
-    if adopted_file_unchanged(run) or not Path(run["adopted_from"]).is_file():  # the same file, or none to compare
+    if adopted_file_unchanged(run) or adopted_source(run) is None:  # the same file, or none to compare
         return f"{where}, adopted from `{run['adopted_from']}`"
     return (f"{where}, adopted from an earlier `{run['adopted_from']}` (sha256 {run['adopted_sha256'][:12]}, "
             f"since replaced)")

@@ -20,8 +20,8 @@ from glimpse.models import build_model, get_family
 from glimpse.report.experiments import TASK_PRESET, Experiment
 from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
-from glimpse.report.records import (adopted_file_unchanged, canvas_set_name, make_record, read_record, record_path,
-                                    write_record)
+from glimpse.report.records import (adopted_file_unchanged, adopted_source, canvas_set_name, make_record, read_record,
+                                    record_path, write_record)
 from glimpse.report.runs import RunRequest, finished_run, other_recipe, stale_changes
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
@@ -88,7 +88,7 @@ class SeedRuns:
         from while that file is still the one adopted (same sha256); None for a record kept without."""
         run = self.runs[index]
         if "model_state" not in run and adopted_file_unchanged(run):
-            run["model_state"] = load_checkpoint(Path(run["adopted_from"]))["model_state"]
+            run["model_state"] = load_checkpoint(adopted_source(run))["model_state"]
         return run.get("model_state")
 
     def has_weights(self, index: int = 0) -> bool:

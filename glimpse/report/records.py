@@ -63,12 +63,25 @@ def canvas_set_name(canvas_seed: int | None, what: str = "") -> str:
     return f"{'test' if canvas_seed is None else f'fresh-seed{canvas_seed}'}{what}-v{BENCHMARK_VERSION}"
 
 
+# the clone the report runs from: a record names its adopted file from here (report.py runs at the root)
+CLONE = Path(__file__).resolve().parents[2]
+
+
+def adopted_source(run: dict) -> Path | None:
+    """The file a record was adopted from (``report.py --adopt``): its path as named, from the working
+    directory or else from the clone's root (the report run from elsewhere, or installed), or None."""
+    if not run.get("adopted_from"):
+        return None
+    named = Path(run["adopted_from"])
+    return next((path for path in (named, CLONE / named) if path.is_file()), None)
+
+
 def adopted_file_unchanged(run: dict) -> bool:
-    """Whether the checkpoint a record was adopted from (``report.py --adopt``) is still at the path it
-    names, the same file (sha256): a shipped file can be replaced by a better run of another recipe
-    or seed, and the record then describes the file as it was."""
-    source = Path(run.get("adopted_from") or "")
-    return bool(run.get("adopted_from")) and source.is_file() and file_sha256(source) == run.get("adopted_sha256")
+    """Whether the checkpoint a record was adopted from is still at the path it names, the same file
+    (sha256): a shipped file can be replaced by a better run of another recipe or seed, and the
+    record then describes the file as it was."""
+    source = adopted_source(run)
+    return source is not None and file_sha256(source) == run.get("adopted_sha256")
 
 
 def write_record(path: Path, record: dict) -> None:
