@@ -39,7 +39,8 @@ def build_parser() -> ArgumentParser:
                         "shipped 60x60 ones)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per setting (default 20)")
-    parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py: default $GLIMPSE_DATA, ./data, ~/.cache/glimpse)")
+    parser.add_argument("--data-dir", default=None,
+                        help="MNIST root (as in train.py: default $GLIMPSE_DATA, ./data, ~/.cache/glimpse)")
     return parser
 
 

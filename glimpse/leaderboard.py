@@ -71,8 +71,10 @@ def board_task(result: dict) -> str | None:
     with its own glimpse settings, say) the board's task of the same canvas recipe; None if none."""
     if result["task"] in TASKS:
         return result["task"]
+    if result["task"] != "custom":
+        return None
     recipe = canvas_recipe(result.get("task_settings") or {})
-    return next((t for t in TASKS if result["task"] == "custom" and canvas_recipe(benchmark_task(t)[1]) == recipe), None)
+    return next((t for t in TASKS if canvas_recipe(benchmark_task(t)[1]) == recipe), None)
 
 
 def sensor_changes(result: dict, task: str) -> list[str]:

@@ -75,7 +75,8 @@ def print_reading(result: dict) -> None:
 
 def print_table(results: list[dict], radius: float) -> None:
     print(f"{results[0]['n']} {which_canvases(results[0])} each")
-    print(f"| checkpoint | {results[0]['split']} error | digit found (a step within {radius:g} px) | median distance at the last step "
+    print(f"| checkpoint | {results[0]['split']} error | digit found (a step within {radius:g} px) | median distance "
+          "at the last step "
           "(px) | error where found | error where not found | errors where never found |")
     print("|---|---|---|---|---|---|---|")
     for r in results:

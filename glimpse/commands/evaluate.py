@@ -124,7 +124,7 @@ def outside_model(spec: str):
             module = importlib.import_module(where)
     except ValueError:
         raise
-    except (Exception, SystemExit) as exc:  # the user's module failed (or exited) while importing: say where, in one line
+    except (Exception, SystemExit) as exc:  # the user's module failed (or exited) on import: where, in one line
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         at = f" at {frame.filename}:{frame.lineno}" if frame and not isinstance(exc, (ImportError, SyntaxError)) else ""
         raise ValueError(f"--model: cannot import {where} ({type(exc).__name__}: {exc}{at})") from exc

@@ -250,7 +250,8 @@ def _runs_section(r: Measured) -> list[str]:
         _table(["model", "epochs", "seeds", "test error % per seed (95 % interval)",
                 f"on fresh canvases (seed {FRESH_SEED}) %",
                 "within the validation noise? (points gained in the last 20 % of epochs)",
-                *(["twice the epochs (each seed so trained)"] if r.settings.converged else []), "minutes per run (recorded)",
+                *(["twice the epochs (each seed so trained)"] if r.settings.converged else []),
+                "minutes per run (recorded)",
                 "device"], rows),
         "",
         f"Noise rule: a run passes when its best validation accuracy rose by no more than {NOISE_ERRORS} standard "
