@@ -866,3 +866,34 @@ def test_an_adopted_record_finds_its_file_from_any_working_directory(tmp_path, m
     assert adopted_source(record) == CLONE / "checkpoints" / "ram-cluttered60.pt" and adopted_file_unchanged(record)
     assert adopted_source({**record, "adopted_from": "checkpoints/none-such.pt"}) is None
     assert adopted_source({"adopted_from": None}) is None and not Path("checkpoints").exists()
+
+
+def test_a_record_is_kept_anew_when_its_run_s_best_checkpoint_is_another(tmp_path, capsys):
+    """A record names the best.pt it was made from (sha256): a run of the same name trained again is
+    recorded again, even where the old record's file is the newer (a checkout, a copy keeping times);
+    --no-report keeps the records of the finished runs and builds nothing."""
+    import os
+
+    from glimpse.commands import train
+    from glimpse.cli import option_flags
+    from glimpse.report.records import file_sha256, read_record
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    argv = ["--runs", str(runs), "--out", str(out), "--seeds", "1", "--models", "fc", "--glimpses", "", "--estimators",
+            "", *TINY]
+
+    def trained():
+        assert train.main([*option_flags(FC.train_options(0, FC.epochs)), "--max-steps", "2", "--data-dir", "bundled",
+                           "--run-dir", str(runs), "--run-name", "fc-seed0"]) == 0
+    trained()
+    assert report.main([*argv, "--no-report"]) == 0 and not (out / "compare.md").exists()
+    record = out / "records" / "fc-seed0.pt"
+    assert read_record(record)["best_sha256"] == file_sha256(runs / "fc-seed0" / "best.pt")
+    for path in (runs / "fc-seed0").iterdir():
+        path.unlink()
+    (runs / "fc-seed0").rmdir()
+    trained()  # another run under the name (another file: its times differ); the old record made newer than it
+    assert read_record(record)["best_sha256"] != file_sha256(runs / "fc-seed0" / "best.pt")
+    os.utime(record, ns=(2 * 10**18, 2 * 10**18))
+    assert report.main([*argv, "--no-report"]) == 0
+    assert read_record(record)["best_sha256"] == file_sha256(runs / "fc-seed0" / "best.pt")

@@ -33,7 +33,7 @@ from pathlib import Path
 from glimpse.cli import ArgumentParser, check_threads, fail
 from envs.data import DataError, load_mnist
 from glimpse.report.adoption import adopt_checkpoints
-from glimpse.report.build import build_report, keep_record
+from glimpse.report.build import build_report, keep_every_record, keep_record
 from glimpse.report.document import HEADLINE_END, HEADLINE_START, update_readme
 from glimpse.report.experiments import (ESTIMATED, ESTIMATOR_SAMPLES, GLIMPSE_COUNTS, MODELS, SWEPT, converged,
                                        doubled, sweep, with_samples)
@@ -201,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; see their logs in {args.runs}",
                       file=sys.stderr)
                 return 1
+        if args.no_report:  # a run that finished before its record was kept (a crash between) gets it too
+            keep_every_record(settings)
         path = None if args.no_report else build_report(settings)
         if args.readme:
             update_readme(args.readme, (args.out / "headline.md").read_text(),

@@ -28,6 +28,14 @@ REINFORCE_SAMPLES = (1, *ESTIMATOR_SAMPLES)  # the gradient table: the learned b
 N_GALLERY = 6
 
 
+def keep_every_record(settings: ReportSettings) -> None:
+    """A record of every finished run the report reads (``report.py --no-report``: the records
+    without the report)."""
+    present = [g for g in (settings.collect(e) for e in settings.models) if g.runs]
+    check_same_digits(load_mnist(settings.data_dir), [run for g in present for run in g.runs], "its runs and records")
+    _keep_records(settings, present)
+
+
 def build_report(settings: ReportSettings, progress=print) -> Path:
     """Write ``<out>/compare.md`` and its PNGs from the finished runs in ``settings.runs_dir``, or
     from their records in ``settings.records`` where a run's directory is gone; first keep a record

@@ -20,8 +20,8 @@ from glimpse.models import build_model, get_family
 from glimpse.report.experiments import TASK_PRESET, Experiment
 from glimpse.progress import say
 from glimpse.checkpoint import load_checkpoint
-from glimpse.report.records import (adopted_file_unchanged, adopted_source, canvas_set_name, make_record, read_record,
-                                    record_path, write_record)
+from glimpse.report.records import (adopted_file_unchanged, adopted_source, canvas_set_name, file_sha256, make_record,
+                                    read_record, record_path, write_record)
 from glimpse.report.runs import RunRequest, finished_run, other_recipe, stale_changes
 from glimpse.speed import eval_images_per_second, training_speed
 from glimpse.stats import holm, mcnemar, paired_over_seeds
@@ -57,8 +57,8 @@ class SeedRuns:
         """Which test canvases run ``index`` read right, (N,) bool, by the code behind evaluate.py:
         the paired tests need canvas by canvas what the test error summarises. Today's fixed test
         canvases, or with ``canvas_seed`` fresh ones drawn from that seed. A record holds them;
-        otherwise they are cached beside the run's best.pt, the fixed set's cache used only while it
-        agrees with the run's test accuracy, a fresh set's only while it is newer than best.pt."""
+        otherwise they are cached beside the run's best.pt, each cache used only while it is newer than
+        best.pt (and the fixed set's while it agrees with the run's test accuracy)."""
         run_dir, accuracy = self.run_dirs[index], self.runs[index]["test_accuracy"]
         name = canvas_set_name(canvas_seed)
         if self.is_record(index):
@@ -69,9 +69,8 @@ class SeedRuns:
         cache = run_dir / f"{canvas_set_name(canvas_seed, '-right')}.npy"
         if cache.exists():
             right = np.load(cache)
-            if canvas_seed is None and abs(float(right.mean()) - accuracy) < 1e-9:
-                return right
-            if canvas_seed is not None and cache.stat().st_mtime_ns >= (run_dir / "best.pt").stat().st_mtime_ns:
+            newer = cache.stat().st_mtime_ns >= (run_dir / "best.pt").stat().st_mtime_ns
+            if newer and (canvas_seed is not None or abs(float(right.mean()) - accuracy) < 1e-9):
                 return right
         right = evaluate_checkpoint(run_dir / "best.pt", data_dir=self.data_dir, progress=False, per_canvas=True,
                                     canvas_seed=canvas_seed)["right"]
@@ -159,13 +158,21 @@ def keep_records(group: SeedRuns, records_dir: Path, canvas_seeds=(None, FRESH_S
     """Write a record of each of ``group``'s runs read from its directory, with its results on the
     fixed test canvases and on the fresh ones (``canvas_seeds``: None is the fixed set), and its
     weights for the run of seed ``weights_for_seed``. A record already written for the same best.pt
-    is left as it is."""
+    (its sha256, kept in the record; a record from before that, by its time) is left as it is."""
     for index, (run, run_dir) in enumerate(zip(group.runs, group.run_dirs)):
-        path = record_path(records_dir, run_dir.name)
-        if group.is_record(index) or (path.exists() and path.stat().st_mtime_ns >= (run_dir / "best.pt").stat().st_mtime_ns):
+        if group.is_record(index):
+            continue
+        path, digest = record_path(records_dir, run_dir.name), file_sha256(run_dir / "best.pt")
+        kept = read_record(path) if path.exists() else None
+        if kept is not None and "best_sha256" not in kept:  # kept before records named their best.pt
+            same = path.stat().st_mtime_ns >= (run_dir / "best.pt").stat().st_mtime_ns
+        else:
+            same = kept is not None and kept["best_sha256"] == digest
+        if same:
             continue
         right = {canvas_set_name(s): group.right(index, s) for s in canvas_seeds}
-        write_record(path, make_record(run, right, keep_weights=run["train_config"]["seed"] == weights_for_seed))
+        write_record(path, {**make_record(run, right, keep_weights=run["train_config"]["seed"] == weights_for_seed),
+                            "best_sha256": digest})
 
 
 def paired_tests(groups: list[SeedRuns]) -> list[dict]:
