@@ -120,7 +120,8 @@ def collect(experiment: Experiment, seeds, runs_dir: Path, data_dir: str | None 
     a family whose budget was raised keeps its run names, and its old runs are not the new budget's
     (a directory of the old budget gives way to a record of the new one). Runs capped at another
     --max-steps than ``max_steps`` are not this report's, nor are runs of a model their recipe no
-    longer builds (:func:`finished_run`), which are left out with a warning."""
+    longer builds (:func:`finished_run`) or runs trained by another recipe (:func:`other_recipe`),
+    which are left out with a warning."""
     runs, dirs = [], []
     for seed in seeds:
         run_dir = runs_dir / experiment.run_name(seed)
