@@ -125,6 +125,9 @@ class NumpyCanvases:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def __getitem__(self, index) -> "NumpyCanvases":
+        return NumpyCanvases(self.images[index], self.labels[index], self.digit_xy[index])
+
 
 def _randint(generator: torch.Generator, high: int, size) -> torch.Tensor:
     return torch.randint(0, high, size, generator=generator, device=generator.device)

@@ -84,7 +84,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
         described = (f"{split} {kind_of_set}: {len(labels) if limit is None else min(limit, len(labels))} "
                      f"canvases of {data.source}, seed {set_seed} (benchmark v{BENCHMARK_VERSION})")
         if limit is not None:
-            canvases = type(canvases)(canvases.images[:limit], canvases.labels[:limit], canvases.digit_xy[:limit])
+            canvases = canvases[:limit]
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
     start = time.perf_counter()
@@ -95,7 +95,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, images_file: str | Path | Non
     right = read_right(predictions, labels)
     numbers = summarise(right, canvases)  # the benchmark's own arithmetic: one scorer for the lab and any model
     accuracy = 1 - numbers["error"]
-    policy = family.evaluation_text(task, samples, seed)
+    policy = family.evaluation_text(model, task, samples, seed)
     result = {"accuracy": accuracy, "error": numbers["error"], "n": numbers["n"], "kind": arch,
               "error_interval": list(numbers["error_interval"]),  # 95 %, Wilson
               "checkpoint": str(checkpoint), "images": described, "evaluation": policy,

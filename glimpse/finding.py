@@ -124,18 +124,22 @@ def reading_summary(centres: np.ndarray, digit_xy: np.ndarray, predictions: np.n
 
 def localise_checkpoint(checkpoint, *, data_dir: str | None = None, split: str = "test",
                         radius: float = DEFAULT_RADIUS, seed: int = 0, batch_size: int = 500,
-                        canvas_seed: int | None = None, progress=None) -> dict:
+                        canvas_seed: int | None = None, limit: int | None = None, progress=None) -> dict:
     """:func:`finding_summary` (or for a model that reads several digits per canvas
     :func:`reading_summary`) of a checkpoint on its fixed test (or validation) canvases, or with
-    ``canvas_seed`` on fresh canvases of the split's digits drawn from that seed. ``progress``: a
-    function of the number of canvases that returns a tqdm bar to advance, or None."""
+    ``canvas_seed`` on fresh canvases of the split's digits drawn from that seed; ``limit``: only
+    the first that many. ``progress``: a function of the number of canvases that returns a tqdm bar
+    to advance, or None."""
     if not radius > 0 or batch_size < 1:
         raise ValueError("--radius must be > 0 and --batch-size >= 1")
     if canvas_seed is not None and canvas_seed < 0:
         raise ValueError(f"--canvas-seed must be >= 0, got {canvas_seed}")
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {limit}")
     model, payload = load_model(checkpoint)
     task, arch = payload["task"], payload["kind"]
     canvases, _ = fixed_set(task, load_mnist(data_dir).split(split), split, canvas_seed)
+    canvases = canvases[:limit]  # a slice to None keeps them all
     bar = progress(len(canvases.images)) if progress is not None else None
     try:
         centres, predictions = attention_centres(arch, model, task, canvases.images, batch_size, seed, bar)

@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="where random first glimpses fall, as evaluate.py --seed")
     parser.add_argument("--canvas-seed", type=int, default=None,
                         help="fresh canvases of the split's digits drawn from this seed, as evaluate.py --canvas-seed")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N canvases (a quick look)")
     parser.add_argument("--batch-size", type=int, default=500, help="canvases per forward pass")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--data-dir", default=None, help="MNIST root (as in train.py)")
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             bar = (lambda n: progress(total=n, desc="find", unit="canvases")) if len(args.checkpoint) == 1 else None
             results.append(localise_checkpoint(checkpoint, data_dir=args.data_dir, split=args.split,
                                                radius=args.radius, seed=args.seed, batch_size=args.batch_size,
-                                               canvas_seed=args.canvas_seed, progress=bar))
+                                               canvas_seed=args.canvas_seed, limit=args.limit, progress=bar))
         except NoAttention as exc:
             if len(args.checkpoint) == 1:
                 return fail(exc)

@@ -7,7 +7,7 @@ from glimpse.commands import train
 from envs.engine import fixed_canvas_set
 from glimpse.models.episodes import play_canvases
 from glimpse.costs import flops_per_image, pixels_read
-from glimpse.models import build_model
+from glimpse.models import build_model, get_family
 from glimpse.checkpoint import load_checkpoint
 
 FAST = ["--data-dir", "bundled", "--threads", "1", "--eval-batch-size", "1000", "--image-every", "0"]
@@ -23,6 +23,8 @@ def linear(n_in, n_out):
 def test_full_image_baselines_shapes_and_pixels(kind):
     model = build_model(kind, dict(canvas_size=60))
     assert model(torch.rand(3, 1, 60, 60))["logits"].shape == (3, 10)
+    with pytest.raises(ValueError, match=r"images must be \(B, 1, 60, 60\), got \(3, 1, 64, 64\)"):
+        model(torch.rand(3, 1, 64, 64))  # the conv net's feature map is 11x11 for 60 to 64 px: it would read it
     assert pixels_read(kind, TASK, dict(canvas_size=60)) == {
         "sensor_values": 3600, "canvas_pixels_touched": 3600, "input_pixels": 3600}
 
@@ -49,6 +51,11 @@ def test_random_glimpses_are_uniform_seeded_and_untrained_by_reinforce(bundled):
     assert first.log_probs.shape == (400, 5) and not first.log_probs.requires_grad
     with pytest.raises(ValueError, match="policy"):
         build_model("ram", dict(policy="greedy"))
+    # and the results say how it chose, not "the policy mean"
+    family = get_family("ram")
+    assert family.evaluation_text(model, TASK, 0, 3).startswith("glimpses after the first uniformly at random (seed 3)")
+    assert family.evaluation_text(build_model("ram", dict(n_glimpses=6)), TASK, 0, 3).startswith(
+        "deterministic (policy mean)")
 
 
 @pytest.mark.parametrize("extra,kind,floor", [

@@ -163,7 +163,7 @@ def test_how_what_and_where_meet(combine):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())
 
 
-def test_the_glimpse_combination_is_a_dram_option():
+def test_the_glimpse_combination_is_a_dram_option(capsys):
     config = resolve_config({"mode": "hard", "arch": "dram", "glimpse_combine": "sum"})
     assert config.family.model_config(config)["glimpse_combine"] == "sum"
     assert DRAMConfig(**{k: v for k, v in DRAMConfig().to_dict().items() if k != "glimpse_combine"}).glimpse_combine \
@@ -171,6 +171,7 @@ def test_the_glimpse_combination_is_a_dram_option():
     with pytest.raises(ValueError, match="glimpse_combine"):
         DRAMConfig(glimpse_combine="concat")
     assert train.main([*FAST[:-4], "--mode", "hard", "--glimpse-combine", "sum", "--max-steps", "1"]) == 2  # RAM's
+    assert "ram (RAM (hard, REINFORCE)) does not use --glimpse-combine (an option of dram)" in capsys.readouterr().err
 
 
 def test_a_dram_with_a_context_network_starts_from_one_without_and_reads_as_it_did(tmp_path):

@@ -148,17 +148,21 @@ def test_script_on_a_checkpoint(script, tmp_path, capsys):
     result = json.loads(out[-1])
     assert result["kind"] == "draw" and result["n"] == 2000 and 0 <= result["found"] <= 1
     assert len(result["median_distance_per_step"]) == 6 and out[1].startswith("| step |")
-    assert script.main(["--checkpoint", checkpoint, checkpoint, "--data-dir", "bundled", "--json"]) == 0
+    assert script.main(["--checkpoint", checkpoint, checkpoint, "--data-dir", "bundled", "--json", "--limit", "200"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[0] == "2000 test canvases each" and out[1].startswith("| checkpoint | test error |")
-    assert len(out) == 6 and json.loads(out[-1]) == [result, result]  # canvases, header, rule, a row each, JSON
+    assert out[0] == "200 test canvases each" and out[1].startswith("| checkpoint | test error |")
+    first, second = json.loads(out[-1])
+    assert len(out) == 6 and first == second and first["n"] == 200  # canvases, header, rule, a row each, JSON
     assert script.main(["--checkpoint", checkpoint, checkpoint, "--data-dir", "bundled", "--split", "val",
-                        "--canvas-seed", "5"]) == 0
+                        "--canvas-seed", "5", "--limit", "200"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[0] == "1000 fresh val canvases (seed 5) each" and out[1].startswith("| checkpoint | val error |")
+    assert out[0] == "200 fresh val canvases (seed 5) each" and out[1].startswith("| checkpoint | val error |")
+    assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--limit", "0"]) == 2
+    assert "--limit must be >= 1, got 0" in capsys.readouterr().err
     assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--radius", "0"]) == 2
     assert "radius" in capsys.readouterr().err
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--data-dir", "bundled"]) == 2
+    assert f"checkpoint {tmp_path / 'missing.pt'} does not exist" in capsys.readouterr().err
     # a glob over checkpoints/ catches the no-attention controls: skipped among several, refused alone
     assert train.main(["--data-dir", "bundled", "--threads", "1", "--image-every", "0", "--run-dir", str(tmp_path),
                        "--run-name", "c", "--mode", "full", "--arch", "cnn", "--max-steps", "2",
@@ -171,6 +175,7 @@ def test_script_on_a_checkpoint(script, tmp_path, capsys):
     assert script.main(["--checkpoint", full, "--data-dir", "bundled"]) == 2
     assert "whole canvas" in capsys.readouterr().err
     assert script.main(["--checkpoint", full, full, "--data-dir", "bundled"]) == 2
+    assert "none of these checkpoints has attention to locate" in capsys.readouterr().err
 
 
 def test_script_on_a_two_digit_checkpoint(script, tmp_path, capsys):
@@ -191,3 +196,4 @@ def test_script_on_a_two_digit_checkpoint(script, tmp_path, capsys):
     assert "fresh test canvases (seed 5)" in out[0] and fresh["canvas_seed"] == 5 and fresh["n"] == 2000
     assert fresh["error_by_gap"] != result["error_by_gap"]  # other canvases, other gaps
     assert script.main(["--checkpoint", checkpoint, "--data-dir", "bundled", "--canvas-seed", "-1"]) == 2
+    assert "--canvas-seed must be >= 0, got -1" in capsys.readouterr().err

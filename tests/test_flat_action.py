@@ -244,7 +244,6 @@ def test_sb3_ppo_example_trains_and_is_scored_on_the_benchmark(capsys):
     """CI installs the sb3 extra, so this runs there: a short PPO run through the flat wrappers, then
     the policy driven by glimpse.benchmark.score_agent through the vector env (observations only)."""
     pytest.importorskip("stable_baselines3")
-    mean = load_example().main(["--steps", "256", "--seed", "1", "--eval-episodes", "10", "--benchmark-limit", "100"])
-    assert 0.0 <= mean <= 1.0
+    load_example().main(["--steps", "256", "--seed", "1", "--eval-episodes", "10", "--benchmark-limit", "100"])
     out = capsys.readouterr().out
     assert "benchmark: error " in out and "on 100 fixed test canvases of mnist28" in out and "6 glimpses" in out

@@ -27,6 +27,7 @@ def test_fresh_canvases_follow_the_recipe_and_evaluate_reads_them(tmp_path, caps
     assert evaluate.main(["--checkpoint", str(checkpoint), "--images", str(out)]) == 0
     assert "n=2000" in capsys.readouterr().out
     assert make_canvases.main(["--seed", "-1", "--out", str(out), "--data-dir", "bundled"]) == 2
+    assert "--seed must be >= 0 and below 2**63, got -1" in capsys.readouterr().err
 
 
 def test_an_out_that_is_no_npz_file_is_refused_and_a_failed_write_keeps_the_old_file(tmp_path, capsys, monkeypatch):
@@ -47,7 +48,7 @@ def test_an_out_that_is_no_npz_file_is_refused_and_a_failed_write_keeps_the_old_
     assert out.read_bytes() == kept and [p.name for p in tmp_path.iterdir()] == ["fresh.npz"]
 
 
-def test_training_digit_canvases_for_the_generalisation_gap(tmp_path):
+def test_training_digit_canvases_for_the_generalisation_gap(tmp_path, capsys):
     """--split train --limit N: the first N training digits, each once, in the test recipe."""
     from envs.data import load_mnist
     out = tmp_path / "train.npz"
@@ -58,3 +59,4 @@ def test_training_digit_canvases_for_the_generalisation_gap(tmp_path):
         train_labels = load_mnist("bundled").train.labels[:300]
         np.testing.assert_array_equal(np.sort(archive["labels"]), np.sort(train_labels))
     assert make_canvases.main([*argv, "--limit", "0"]) == 2
+    assert "--limit must be >= 1, got 0" in capsys.readouterr().err

@@ -212,3 +212,10 @@ def test_its_score_function_reads_the_draws_from_the_states_the_policy_read():
     torch.testing.assert_close(out["locations"][:, 1:], out["draws"].clamp(-1, 1))
     expected = (-0.5 * noise.pow(2) - torch.log(std) - 0.5 * math.log(2 * math.pi)).sum((1, 2))
     torch.testing.assert_close(family.location_log_prob(model, out), expected)
+
+
+@pytest.mark.parametrize("bad, says", [(dict(location_std=0.0), "location_std"), (dict(glimpse_net="mlp"), "glimpse_net")])
+def test_its_config_refuses_what_ram_s_refuses(bad, says):
+    """A zero std would make the policy's log-density infinite; an unknown glimpse network fails at once."""
+    with pytest.raises(ValueError, match=says):
+        RetinaRAMConfig(**bad)

@@ -79,7 +79,7 @@ def test_the_shared_first_read_equals_reading_every_trajectory(core):
                      noise=lambda mean: torch.zeros_like(mean), samples=5)
 
 
-def test_the_advantage_ignores_the_learned_baseline_and_routes_as_reinforce_should(learner):
+def test_the_advantage_ignores_the_learned_baseline_and_routes_as_reinforce_should(learner, monkeypatch):
     model = learner.model
     torch.manual_seed(1)
     logits = torch.randn(8 * K, 10, requires_grad=True)
@@ -111,11 +111,24 @@ def test_the_advantage_ignores_the_learned_baseline_and_routes_as_reinforce_shou
     assert float(moved["losses/baseline"]) != float(before["losses/baseline"])  # the shift did reach the baseline
 
     # through the real model: REINFORCE reaches the location network, never the baseline or classifier
-    total, _ = learner.loss(np.arange(8), step_seed=5)
-    model.zero_grad(set_to_none=True)
-    total.backward()
-    assert model.location_policy.mean.weight.grad is not None and model.classifier is not None
-    assert all(p.grad is not None for p in model.baseline.parameters())  # from its squared error
+    import glimpse.training.hard as hard
+    played = []
+    monkeypatch.setattr(hard, "hybrid_loss", lambda *a, **k: played.append((a, k)) or hybrid_loss(*a, **k))
+    learner.loss(np.arange(8), step_seed=5)
+    [((logits, labels, _, log_probs, baselines), options)] = played
+    # the model's own graph; a reward that differs within each image's K trajectories, so the advantage is not 0
+    parts = hybrid_loss(logits, labels, reward, log_probs, baselines, **options)
+    assert parts.advantage.abs().sum() > 0
+
+    def gradient_size(loss, module):
+        model.zero_grad(set_to_none=True)
+        loss.backward(retain_graph=True)
+        return sum(float(p.grad.abs().sum()) for p in module.parameters() if p.grad is not None)
+
+    assert gradient_size(parts.reinforce, model.location_policy) > 0
+    assert gradient_size(parts.reinforce, model.classifier) == 0 and gradient_size(parts.reinforce, model.baseline) == 0
+    assert gradient_size(parts.baseline, model.baseline) > 0  # the baseline learns from its squared error only
+    assert gradient_size(parts.baseline, model.location_policy) == 0
 
 
 def test_learns_well_above_chance_with_k_samples(tmp_path):

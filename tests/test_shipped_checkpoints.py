@@ -99,8 +99,15 @@ def test_an_unfinished_run_resumes_and_its_readme_row_says_how(run_dir):
     config = resumed_config(build_parser().parse_args(["--resume", str(run_dir)]))
     assert config.epochs > 0 and (run_dir / "best.pt").is_file()
     readme = (ROOT / "checkpoints" / "unfinished" / "README.md").read_text()
-    assert f"python train.py --resume checkpoints/unfinished/{run_dir.name}" in readme, \
-        f"{run_dir.name} has no resume command in checkpoints/unfinished/README.md"
+    in_progress, finished = readme.split("\n## In progress\n")[1].split("\n## Finished\n")
+    history = load_checkpoint(run_dir / "last.pt")["history"]
+    if history and history[-1]["epoch"] >= config.epochs:  # trained: its resume ends at once
+        assert f"| `{run_dir.name}` |" in finished, f"{run_dir.name} is finished: its row belongs under ## Finished"
+        assert "python train.py --resume checkpoints/unfinished/NAME --data-dir DIR" in finished
+    else:
+        assert f"| `{run_dir.name}` |" in in_progress and \
+            f"python train.py --resume checkpoints/unfinished/{run_dir.name}" in in_progress, \
+            f"{run_dir.name} is in progress: its row under ## In progress must give its resume command"
 
 
 @pytest.mark.parametrize("name, draws", [("ram-mnist28.pt", True), ("ram-cluttered60.pt", False),

@@ -137,3 +137,4 @@ def test_the_denormals_benchmark_times_a_checkpoint_both_ways(tmp_path, capsys):
     assert benchmark.main(["--checkpoints", checkpoint, "--steps", "0", "--data-dir", "bundled"]) == 2
     assert "--steps" in capsys.readouterr().err
     assert benchmark.main(["--checkpoints", str(tmp_path / "none.pt"), "--data-dir", "bundled"]) == 2
+    assert f"checkpoint {tmp_path / 'none.pt'} does not exist" in capsys.readouterr().err

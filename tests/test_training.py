@@ -445,6 +445,14 @@ def test_an_empty_data_dir_stops_train_and_evaluate_before_anything_is_written(h
     assert "--data-dir is empty" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: the comparison below runs instead")
+def test_evaluate_refuses_cuda_without_a_gpu(hard_checkpoint, capsys):
+    argv = ["--checkpoint", str(hard_checkpoint), "--data-dir", "bundled", "--limit", "10", "--device", "cuda"]
+    assert evaluate.main(argv) == 2
+    assert "no CUDA GPU is available" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_evaluate_on_a_gpu_scores_what_the_cpu_scores(hard_checkpoint, capsys):
     """--device moves the model only: the canvases and the sampled trajectories' noise are drawn on
     the CPU, so a GPU scores the same canvases, up to float rounding on a borderline few."""
@@ -452,10 +460,6 @@ def test_evaluate_on_a_gpu_scores_what_the_cpu_scores(hard_checkpoint, capsys):
     assert evaluate.main(argv) == 0
     cpu = last_json(capsys)
     assert cpu["device"] == "cpu"
-    if not torch.cuda.is_available():
-        assert evaluate.main([*argv, "--device", "cuda"]) == 2
-        assert "no CUDA GPU is available" in capsys.readouterr().err
-        pytest.skip("no GPU: only the refusal is tested")
     assert evaluate.main([*argv, "--device", "cuda"]) == 0
     cuda = last_json(capsys)
     assert cuda["device"].startswith("cuda") and abs(cuda["accuracy"] - cpu["accuracy"]) <= 2 / 500
@@ -691,3 +695,16 @@ def test_a_resume_with_another_budget_is_recorded_and_its_commands_rebuild_the_r
     straight = weights(tmp_path / "straight" / "last.pt")
     assert any(not torch.equal(straight[k], v) for k, v in weights(tmp_path / "r" / "last.pt").items())
     assert "budget_changes" not in load_checkpoint(tmp_path / "straight" / "last.pt")
+
+
+def test_the_learning_rate_warms_up_linearly_then_follows_a_cosine_to_zero():
+    from glimpse.training.config import TrainConfig
+
+    config = TrainConfig(lr=1e-3, warmup_steps=10)
+    assert loop.learning_rate(config, 0, 100) == pytest.approx(1e-4)  # 1/10 of the warm-up, cosine(0) = 1
+    assert loop.learning_rate(config, 4, 100) == pytest.approx(1e-3 * 0.5 * 0.5 * (1 + math.cos(math.pi * 0.04)))
+    assert loop.learning_rate(config, 9, 100) == pytest.approx(1e-3 * 0.5 * (1 + math.cos(math.pi * 0.09)))
+    assert loop.learning_rate(config, 50, 100) == pytest.approx(5e-4)  # half way down the cosine
+    assert loop.learning_rate(config, 100, 100) == pytest.approx(0.0, abs=1e-15)
+    no_warmup = TrainConfig(lr=1e-3, warmup_steps=0)
+    assert loop.learning_rate(no_warmup, 0, 100) == 1e-3 and loop.learning_rate(no_warmup, 25, 100) < 1e-3

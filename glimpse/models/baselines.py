@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from glimpse.models.registry import Family, register
+from glimpse.models.registry import Family, check_canvas_batch, register
 
 
 @dataclass
@@ -36,6 +36,7 @@ class FullyConnectedNet(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        check_canvas_batch(images, self.config.canvas_size)
         return {"logits": self.net(images)}
 
 
@@ -70,6 +71,8 @@ class ConvNet(nn.Module):
         )
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        # (H - 10) // 5 + 1 is 11 for every canvas from 60 to 64 px: without the check a 60x60 net reads them all
+        check_canvas_batch(images, self.config.canvas_size)
         return {"logits": self.net(images)}
 
 

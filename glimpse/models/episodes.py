@@ -3,8 +3,8 @@ agent acts with ``step``, the env returns glimpses, the reward and, at the end, 
 
 A hard family's model is a *per-step function* (the protocol below); this module plays it. The
 families say which of these they use (``HardFamily.episodes``), and the rest of the lab (the
-REINFORCE learner, evaluation, measurements) calls the family; only the learner builds its
-training env here (:func:`episode_env`), the one env every hard family's episodes run in.
+REINFORCE learner, evaluation, measurements) calls the family; :func:`episode_env` is the one env
+every hard family's episodes run in (the learner's training env, and :func:`play_canvases`'s).
 
 The step protocol (RAM, glimpse/models/ram/; DRAM, glimpse/models/dram/):
 

@@ -27,7 +27,7 @@ from envs.retina import retina_pixels_read
 from envs.task import GlimpseTask
 from glimpse.models.config_checks import check_fits_task
 from glimpse.models.episodes import Rollout, play_canvases, run_episodes
-from glimpse.models.registry import Attention, Family, Look, Option
+from glimpse.models.registry import Attention, Family, Look, Option, single_step_episode
 from glimpse.models.schedules import annealed
 
 __all__ = ["HardFamily", "Rollout"]
@@ -60,6 +60,9 @@ class HardFamily(Family):
                                    "glimpse/losses.py: digit_returns). The same for one digit",
                                    ("sequence", "digits")),
     }
+
+    def leaves_parameters_unused(self, config) -> bool:
+        return single_step_episode(config)
 
     # ------------------------------------------------------------------ episodes
     def episodes(self, model: nn.Module, env, *, sample: bool, generator: torch.Generator | None = None,
@@ -101,10 +104,14 @@ class HardFamily(Family):
             draws["noise"] = torch.randn((n, steps - 1, 2), generator=torch.Generator().manual_seed(seed))
         return draws or None
 
-    def evaluation_text(self, task: dict, samples: int, seed: int) -> str:
+    def evaluation_text(self, model: nn.Module, task: dict, samples: int, seed: int) -> str:
         """How an evaluation of ``samples`` trajectories (0: the policy mean) chose its locations."""
+        random = getattr(model.config, "policy", "learned") == "random"
         if samples:
-            text = f"averaged over {samples} sampled trajectories (seed {seed})"
+            kind = "random-glimpse" if random else "sampled"
+            text = f"averaged over {samples} {kind} trajectories (seed {seed})"
+        elif random:
+            text = f"glimpses after the first uniformly at random (seed {seed})"
         else:
             text = "deterministic (policy mean)"
         if task.get("first_location") == "random":

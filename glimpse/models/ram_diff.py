@@ -27,7 +27,7 @@ Evaluation follows the mean, as RAM's does. Honest differences from RAM:
 - the first glimpse is at the centre (a random first location is RAM's, not this family's);
 - a box at a fractional origin overlaps one pixel more on each side than RAM's snapped box, so it
   touches up to (w + 1)^2 canvas pixels where RAM touches w^2;
-- a sampled location is clipped to the canvas, as RAM's env clips it, and the reparameterised
+- a sampled location is clipped to the canvas, as RAM's episodes clip it (``run_episodes``), and the reparameterised
   gradient of a clipped sample is zero (the gradient of the clipped objective).
 """
 from __future__ import annotations
@@ -39,7 +39,8 @@ import torch
 from torch import nn
 
 from envs.retina import retina_pixels_read
-from glimpse.models.config_checks import check_conv_glimpse_size, check_fits_task, check_one_of, check_share
+from glimpse.models.config_checks import (check_conv_glimpse_size, check_fits_task, check_one_of, check_positive,
+                                          check_share)
 from glimpse.models.diff_retina import integral_image, read_glimpses
 from glimpse.models.gradients import scale_gradient
 from glimpse.models.hard import HardFamily, anneal_policy_std
@@ -47,15 +48,16 @@ from glimpse.models.ram.classifier import Classifier
 from glimpse.models.ram.core import CORES, REST
 from glimpse.models.ram.glimpse_network import GlimpseNetwork
 from glimpse.models.ram.location import LocationPolicy
-from glimpse.models.registry import Attention, Family, Option, check_canvas_batch, register
+from glimpse.models.registry import Attention, Family, Option, check_canvas_batch, register, single_step_episode
 
 LOCATION_GRADIENTS = ("reparameterised", "deterministic")
 
 
 @dataclass
 class RetinaRAMConfig:
-    """RAM's sensor, glimpse network, core and policy sizes (as :class:`glimpse.models.ram.model.RAMConfig`),
-    how the location learns (``location_gradient``), the share of the location head's gradient let
+    """RAM's sensor, glimpse network, core and policy sizes (the fields of
+    :class:`glimpse.models.ram.model.RAMConfig`; the defaults here are RAM's converged recipe's LSTM core
+    and conv glimpse network, not the paper's RNN and linear layer there), how the location learns (``location_gradient``), the share of the location head's gradient let
     into the core state (``attention_into_core``), and whether the gradient reaches the location
     through the glimpse network's "where" input too (``where_gradient``)."""
     ADDED = {"where_gradient": False}  # checkpoints made before the field detached the "where" input
@@ -76,6 +78,8 @@ class RetinaRAMConfig:
     def __post_init__(self):
         check_one_of("location_gradient", self.location_gradient, LOCATION_GRADIENTS)
         check_one_of("core", self.core, CORES)
+        check_one_of("glimpse_net", self.glimpse_net, ("linear", "conv"))
+        check_positive("location_std", self.location_std)
         check_share("attention_into_core", self.attention_into_core)
         if self.glimpse_net == "conv":
             check_conv_glimpse_size(self.glimpse_size)
@@ -145,12 +149,16 @@ class RetinaRAMFamily(Family):
                         "attention_into_core": 0.1}
     converged_epochs = 80  # RAM's
     attention_module_text = "the location policy's mean head"
+
     # the policy mean has no noise, so the variant's recipe states no std (the defaults; the converged
     # recipe's annealed std would change nothing in its run but its command)
     report_variants = {"deterministic": ("RAM, differentiable retina, deterministic (soft)",
                                          {"location_gradient": "deterministic",
                                           **{name: HardFamily.own_options[name].default
                                              for name in ("location_std", "location_std_final")}})}
+
+    def leaves_parameters_unused(self, config) -> bool:
+        return single_step_episode(config)
 
     def model_config(self, config) -> dict:
         if config.first_location != "centre":

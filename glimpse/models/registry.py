@@ -62,7 +62,8 @@ class Option:
 class Attention:
     """Where a model looked, for a batch of B canvases and T steps, in one form for every family.
 
-    ``centres`` (B, T, 2): unit (x, y) in [-1, 1] (see envs.coords) of what step t looked at;
+    ``centres`` (B, T, 2): unit (x, y) (see envs.coords; [-1, 1] is the canvas, and DRAW's
+    unbounded grid centre may lie off it) of what step t looked at;
     ``boxes`` (B, T, S) or None: widths in canvas pixels of the S square boxes read around each
     centre (RAM: its k scales, finest first; DRAW: the filterbank grid; STN: the crop);
     ``maps`` (B, T, gh, gw) or None: soft weights over a grid of cells covering the canvas
@@ -103,7 +104,7 @@ class Look:
 def canvases_to_tensor(images: np.ndarray | torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
     """(N, H, W) uint8 -> (N, 1, H, W) float32 in [0, 1] on ``device``."""
     tensor = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(images))
-    return tensor.to(device).unsqueeze(1).float().div_(255.0)
+    return tensor.to(device).unsqueeze(1).float().div(255.0)  # not in place: a float input may be the caller's
 
 
 def check_canvas_batch(images: torch.Tensor, size: int) -> None:
@@ -115,6 +116,12 @@ def check_canvas_batch(images: torch.Tensor, size: int) -> None:
 
 def model_device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
+
+
+def single_step_episode(config) -> bool:
+    """Whether training options ``config`` make a one-step episode, which leaves the state-to-state weights of a core that starts at rest unused
+    (RAM's, DRAM's and the differentiable retina's), and the location policy too."""
+    return config.n_glimpses * config.n_digits == 1
 
 
 class Family:
@@ -228,9 +235,9 @@ class Family:
         family evaluates deterministically."""
         return None
 
-    def evaluation_text(self, task: dict, samples: int, seed: int) -> str:
-        """How an evaluation chose what to look at, in words for the results (``samples``: the
-        sampled trajectories averaged, where the family :attr:`samples_trajectories`)."""
+    def evaluation_text(self, model: nn.Module, task: dict, samples: int, seed: int) -> str:
+        """How an evaluation of ``model`` chose what to look at, in words for the results
+        (``samples``: the sampled trajectories averaged, where the family :attr:`samples_trajectories`)."""
         return "deterministic"
 
     # ------------------------------------------------------------------ training
@@ -278,7 +285,10 @@ class Family:
 
     def exact_backward(self, model: nn.Module) -> contextlib.AbstractContextManager:
         """A context inside which the model's backward pass is the exact gradient of its loss
-        (any damping of a gradient path off; the forward pass unchanged). Default: it already is."""
+        (any damping of a gradient path off; the forward pass unchanged). Default: it already is;
+        a family whose options damp a gradient path must override it where it measures the exact
+        gradient (only :meth:`reparameterised_locations` families are measured so: the differentiable
+        retina does; DRAW's ``attention_into_core`` and RAM's ``reinforce_into_core`` are not measured)."""
         return contextlib.nullcontext()
 
     def run_label(self, config) -> str:
@@ -288,9 +298,9 @@ class Family:
 
     def leaves_parameters_unused(self, config) -> bool:
         """Whether a run of training options ``config`` leaves some parameters without a gradient
-        (what DistributedDataParallel must be told): a one-step episode leaves a recurrent core's
-        state-to-state weights unused."""
-        return config.n_glimpses * config.n_digits == 1
+        (what DistributedDataParallel must be told, at the cost of a search of the graph each step).
+        Default: none; a family with a core that starts at rest overrides it (:func:`single_step_episode`)."""
+        return False
 
     def sensor_and_gradient(self, train_config: dict) -> tuple[str, str] | None:
         """For the report's "sensor against gradient" section: what a run of ``train_config`` reads

@@ -4,7 +4,9 @@ Encoder (sat_encoder.py): a small CNN, canvas -> L = gh * gw feature vectors a_i
 (attention_decoder.py): an LSTM that at each of T steps attends over the cells (additive
 attention, gated by beta) and reads the context z_t. The class comes from the final state.
 On a canvas of K digits the decoder reads them out as a sequence, as Xu et al.'s decoder emits
-words: K blocks of T steps, digit k classified from the state at the end of block k. Reading
+words: K blocks of T steps, digit k classified from the state at the end of block k (unlike Xu
+et al.'s decoder, no block is fed the digit the block before answered: each reads from the state
+and the context alone). Reading
 order is about place, which convolution features do not carry, so each cell's feature vector
 then also gets the cell's place in the grid, (column, row) spread evenly over [-1, 1] (a positional
 code, not its receptive field's centre on the canvas).
