@@ -57,7 +57,8 @@ LOCATION_GRADIENTS = ("reparameterised", "deterministic")
 class RetinaRAMConfig:
     """RAM's sensor, glimpse network, core and policy sizes (the fields of
     :class:`glimpse.models.ram.model.RAMConfig`; the defaults here are RAM's converged recipe's LSTM core
-    and conv glimpse network, not the paper's RNN and linear layer there), how the location learns (``location_gradient``), the share of the location head's gradient let
+    and conv glimpse network, not the paper's RNN and linear layer there), how the location learns
+    (``location_gradient``), the share of the location head's gradient let
     into the core state (``attention_into_core``), and whether the gradient reaches the location
     through the glimpse network's "where" input too (``where_gradient``)."""
     ADDED = {"where_gradient": False}  # checkpoints made before the field detached the "where" input

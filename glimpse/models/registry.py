@@ -119,8 +119,9 @@ def model_device(model: nn.Module) -> torch.device:
 
 
 def single_step_episode(config) -> bool:
-    """Whether training options ``config`` make a one-step episode, which leaves the state-to-state weights of a core that starts at rest unused
-    (RAM's, DRAM's and the differentiable retina's), and the location policy too."""
+    """Whether training options ``config`` make a one-step episode, which leaves the state-to-state
+    weights of a core that starts at rest unused (RAM's, DRAM's and the differentiable retina's), and
+    the location policy too."""
     return config.n_glimpses * config.n_digits == 1
 
 
