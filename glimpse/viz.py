@@ -180,8 +180,8 @@ def _to_picture(maps: torch.Tensor, h: int, w: int, upscale: int, cells: tuple[f
         return position * 2 / max(n_cells - 1, 1) - 1
 
     y, x = torch.meshgrid(axis(h, gh), axis(w, gw), indexing="ij")
-    grid = torch.stack([x, y], -1)[None].expand(len(maps), -1, -1, -1)
-    return F.grid_sample(maps[:, None], grid, mode="bilinear", padding_mode="border", align_corners=True)[:, 0].numpy()
+    sample_at = torch.stack([x, y], -1)[None].expand(len(maps), -1, -1, -1)
+    return F.grid_sample(maps[:, None], sample_at, mode="bilinear", padding_mode="border", align_corners=True)[:, 0].numpy()
 
 
 def _heat(m: np.ndarray) -> np.ndarray:

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{payload['model_config'].get(family.state_loop, 1.0)}), step {payload.get('step')}, "
           f"{args.batches} minibatches of {args.batch_size} training canvases from seed {args.seed}")
     print("| S | " + " | ".join(f"dL/dh_{t}" for t in range(1, steps + 1))
-          + " | dL/d(centre x, centre y, log sigma^2, log stride, log gamma), summed over steps "
+          + f" | dL/d({', '.join(family.state_loop_parameters)}), summed over steps "
             "| whole gradient: median | largest |")
     print("|---" * (steps + 4) + "|")
     for share in args.attention_into_core:

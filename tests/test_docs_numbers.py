@@ -142,3 +142,29 @@ def test_every_unkept_quote_is_still_quoted():
     quoted = {quote for document in GUIDES for quote in paired_quotes(document)}
     assert set(NOT_KEPT) <= quoted, f"no guide quotes these any more: drop them from NOT_KEPT: {set(NOT_KEPT) - quoted}"
 
+
+
+def section_rows(text: str, heading: str) -> list[list[str]]:
+    """The cells of each table row under ``heading`` (up to the next heading of its level or above)."""
+    body = text.split(heading + "\n", 1)[1]
+    body = re.split(r"\n#{1,%d} " % heading.count("#"), body, maxsplit=1)[0]
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in body.splitlines() if line.startswith("|") and not line.startswith("|---")][1:]
+
+
+def test_the_two_estimators_table_is_the_reports():
+    """docs/gradients.md's estimator control quotes the converged report's "One policy, two
+    estimators" rows: each value and both ends of its interval, to the three digits shown."""
+    estimators = ["reparameterised, exact", "reparameterised, as trained", "score function, leave-one-out"]
+    report = {(weights, k, estimator): [float(value), *map(float, interval.split(" to "))]
+              for _, weights, k, estimator, value, interval, *_ in
+              section_rows((ROOT / "reports/converged/compare.md").read_text(), "## One policy, two estimators")}
+    quoted = section_rows((ROOT / "docs/gradients.md").read_text(), "### One policy, two estimators")
+    assert len(quoted) == 6 and len(report) == 18
+    checked = 0
+    for weights, k, *cells in quoted:
+        for estimator, text in zip(estimators, cells, strict=True):
+            value, low, high = map(float, re.fullmatch(r"(\S+) \((\S+) to (\S+)\)", text).groups())
+            assert [value, low, high] == pytest.approx(report[weights, k, estimator], rel=6e-3), (weights, k, estimator)
+            checked += 1
+    assert checked == 18

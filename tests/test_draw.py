@@ -1,5 +1,6 @@
 """DRAW's differentiable-RAM classifier (glimpse/models/draw.py): shapes, first read, gradients."""
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,19 @@ def test_sigma_floor_starts_from_the_same_read():
         config = DRAWConfig(canvas_size=60, n_glimpses=1, min_sigma_strides=strides)
         reads[strides] = DRAWClassifier(config)(images)["reads"]
     torch.testing.assert_close(reads[0.4], reads[0.0])
-    with pytest.raises(ValueError, match="min_sigma_strides"):
-        DRAWConfig(canvas_size=60, min_sigma_strides=0.5)
+    for bad in (-0.1, math.nan, math.inf):
+        with pytest.raises(ValueError, match="min_sigma_strides"):
+            DRAWConfig(canvas_size=60, min_sigma_strides=bad)
+
+
+def test_a_floor_above_half_a_stride_starts_just_above_it():
+    """A read blurred on purpose (a floor of 0.5 strides or more) builds, and its first read's
+    sigma is the floor and a tenth of a stride in quadrature (the learned part stays positive)."""
+    for strides in (0.5, 1.5):
+        model = DRAWClassifier(DRAWConfig(canvas_size=60, n_glimpses=1, min_sigma_strides=strides))
+        out = model(torch.zeros(1, 1, 60, 60))
+        stride = out["stride"][0, 0]
+        torch.testing.assert_close(out["sigma2"][0, 0], (strides * stride) ** 2 + (stride / 10) ** 2)
 
 
 def test_first_read_sees_a_corner_blob_in_the_corner():
@@ -175,7 +187,9 @@ def test_gradient_loop_script_on_the_shipped_checkpoint(capsys):
     checkpoint = str(Path(__file__).resolve().parents[1] / "checkpoints" / "draw-cluttered100.pt")
     args = ["--checkpoint", checkpoint, "--batches", "2", "--batch-size", "4", "--data-dir", "bundled"]
     assert script.main(args + ["--attention-into-core", "1", "0.3"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| 1 |", "| 0.3 |"))]
+    out = capsys.readouterr().out
+    assert "dL/d(centre x, centre y, log sigma^2, log stride, log gamma)" in out  # the family names its parameters
+    rows = [line for line in out.splitlines() if line.startswith(("| 1 |", "| 0.3 |"))]
     assert len(rows) == 2 and all(row.count("|") == 8 + 4 + 1 for row in rows)  # S, 8 steps, 3 summaries
     assert script.main(args + ["--attention-into-core", "2"]) == 2
     assert "attention-into-core" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from glimpse.inference import predict_probabilities
 from glimpse.costs import flops_per_image, pixels_read
 from glimpse.gradient_noise import attention_parameters
 from glimpse.models import get_family, list_families
-from glimpse.models.registry import Attention
+from glimpse.models.registry import Attention, canvases_to_tensor
 from glimpse.training.config import PRESETS, REMOVED_OPTIONS, TrainConfig, family_options, resolve_config
 from glimpse.training.learner import pictures
 from glimpse.training.loop import make_learner
@@ -113,6 +113,13 @@ def test_every_family_builds_trains_predicts_draws_and_costs(name, canvases):
         assert look.attention is None and drawn == {}
         with pytest.raises(ValueError, match="no attention"):
             attention_parameters(learner.model, name)
+
+    # a state -> attention -> state loop: its gradient per step, one name per raw attention parameter
+    if family.state_loop is not None:
+        norms = family.state_gradient_norms(learner.model, canvases_to_tensor(test.images[:2]),
+                                            torch.as_tensor(test.labels[:2]).long())
+        assert norms["attention"].shape[-1] == len(family.state_loop_parameters) > 0, \
+            f"{name}: name each raw attention parameter in state_loop_parameters"
 
     # its cost
     cost = pixels_read(name, learner.task, learner.model_config)

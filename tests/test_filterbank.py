@@ -54,7 +54,7 @@ def test_stride_floor_follows_the_zoom():
         return read(stroke, f_x, f_y, params.gamma).amax().item()
     assert stroke_seen(0.0) < 1e-6
     assert stroke_seen(0.4) > 0.1
-    for bad in (-0.1, 0.5):
+    for bad in (-0.1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="min_sigma_strides"):
             attention_params(raw, 60, 60, 12, min_sigma_strides=bad)
 

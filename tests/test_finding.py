@@ -95,6 +95,8 @@ def test_sat_cell_centres_match_the_receptive_fields():
     encoder = ConvEncoder()
     centres = ConvEncoder.cell_centres(7)
     assert centres.tolist() == [3.5, 11.5, 19.5, 27.5, 35.5, 43.5, 51.5]
+    made_like = ConvEncoder.cell_centres(7, like=torch.zeros(1, dtype=torch.float64))  # on its device and dtype
+    assert made_like.dtype == torch.float64 and made_like.tolist() == centres.tolist()
     with torch.no_grad():
         blank = encoder(torch.zeros(1, 1, 60, 60))[0]
         for x in (4, 27, 44):  # the pixel covering [x, x + 1]: centre x + 0.5

@@ -28,7 +28,7 @@ QUICK = ["--preset", "mnist28", "--data-dir", "bundled", "--threads", "1", "--ba
     (["--resume", "/nonexistent/run"], "does not exist"),
     (["--location-std-final", "-0.1"], "location-std-final"),
     (["--reinforce-into-core", "2"], "reinforce-into-core"),
-    (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma-strides", "0.5"], "draw-min-sigma-strides"),
+    (["--mode", "soft", "--soft-arch", "draw", "--draw-min-sigma-strides", "-0.1"], "draw-min-sigma-strides"),
     (["--mode", "soft", "--soft-arch", "draw", "--attention-into-core", "-0.1"], "attention-into-core"),
     (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
     (["--checkpoint-every", "-1"], "--checkpoint-every must be >= 1"),

@@ -41,8 +41,8 @@ class DRAWConfig:
     def __post_init__(self):
         if not 0 <= self.attention_into_core <= 1:
             raise ValueError(f"attention_into_core must be in [0, 1], got {self.attention_into_core}")
-        if not 0 <= self.min_sigma_strides < 0.5:
-            raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {self.min_sigma_strides}")
+        if not 0 <= self.min_sigma_strides < math.inf:
+            raise ValueError(f"min_sigma_strides must be a finite number of strides >= 0, got {self.min_sigma_strides}")
         if not 1 <= self.read_size <= self.canvas_size:  # a read is no larger than the canvas it reads
             raise ValueError(f"read_size must be between 1 and the canvas size ({self.canvas_size}), "
                              f"got {self.read_size}")
@@ -75,9 +75,12 @@ class DRAWClassifier(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, config.n_classes)
         # Step 1 (h = 0) reads the bias alone: centred (g~ = 0), grid over the whole canvas
         # (delta~ = 1), sigma = half the stride so neighbouring filters overlap without blurring
-        # the whole canvas, gamma = 1. Small weights keep the first moves near that read.
+        # the whole canvas, gamma = 1. Small weights keep the first moves near that read. A floor
+        # at or above half a stride (a read blurred on purpose) starts a tenth of a stride above
+        # it, in quadrature: the learned part exp(bias) must stay positive.
         stride = (size - 1) / max(n - 1, 1)
-        initial_sigma2 = (stride / 2) ** 2 - (config.min_sigma_strides * stride) ** 2  # the part above the floor
+        above_floor = (stride / 2) ** 2 - (config.min_sigma_strides * stride) ** 2
+        initial_sigma2 = max(above_floor, (stride / 10) ** 2)
         with torch.no_grad():
             self.attention.weight.mul_(0.1)
             self.attention.bias.copy_(torch.tensor([0.0, 0.0, math.log(initial_sigma2), 0.0, 0.0]))
@@ -150,10 +153,11 @@ class DRAWFamily(Family):
     attention_module_text = "the Linear layer that emits the filterbank parameters"
     report_sweep = True
     state_loop = "attention_into_core"
+    state_loop_parameters = ("centre x", "centre y", "log sigma^2", "log stride", "log gamma")  # raw g~X, g~Y, ...
     own_options = {
         "read_size": Option(12, "side N of the N x N filterbank read", low=1),
         "draw_min_sigma_strides": Option(0.0, "smooth floor on the filters' sigma in strides, so it follows the zoom "
-                                         "(0: none, the paper; below 0.5): zoomed-in reads cannot point-sample the "
+                                         "(0: none, the paper): zoomed-in reads cannot point-sample the "
                                          "image and alias", low=0),
         "attention_into_core": Option(1.0, "share of the gradient of the attention parameters that flows back into "
                                       "the LSTM state (1: the paper); the head's gradient through its own read stays exact, through later reads it is damped too. "

@@ -10,6 +10,7 @@ edge (W or H). See :func:`attention_params` for how this adapts the paper's 1-in
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -62,8 +63,8 @@ def attention_params(raw: torch.Tensor, height: int, width: int, read_size: int,
     """
     if raw.dim() != 2 or raw.shape[-1] != 5:
         raise ValueError(f"raw attention parameters must be (B, 5), got {tuple(raw.shape)}")
-    if not 0 <= min_sigma_strides < 0.5:
-        raise ValueError(f"min_sigma_strides must be in [0, 0.5) strides, got {min_sigma_strides}")
+    if not 0 <= min_sigma_strides < math.inf:
+        raise ValueError(f"min_sigma_strides must be a finite number of strides >= 0, got {min_sigma_strides}")
     gx, gy, log_sigma2, log_delta, log_gamma = raw.unbind(-1)
     centre = torch.stack([gx, gy], -1)
     centre_px = torch.stack([unit_to_pixels(gx, width), unit_to_pixels(gy, height)], -1)

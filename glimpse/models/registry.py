@@ -143,6 +143,8 @@ class Family:
     # the option that damps a state -> attention -> state loop whose gradient
     # :meth:`state_gradient_norms` measures step by step (DRAW: attention_into_core); None: no such loop
     state_loop: ClassVar[str | None] = None
+    # the names of the P raw attention parameters whose gradient :meth:`state_gradient_norms` reports
+    state_loop_parameters: ClassVar[tuple[str, ...]] = ()
     # preset name -> training options this family needs other than the preset's task (e.g. fewer steps)
     task_overrides: ClassVar[dict[str, dict]] = {}
     # training options this family reads (for the hyperparameter table: only what applies to a run)

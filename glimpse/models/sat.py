@@ -143,7 +143,7 @@ class SATFamily(Family):
         of the cells' receptive-field centres (in unit coordinates)."""
         alpha = outputs["alpha"]  # (B, T, gh, gw)
         size = task["canvas_size"]
-        cell_y, cell_x = (pixels_to_unit(ConvEncoder.cell_centres(n).to(alpha), size) for n in alpha.shape[-2:])
+        cell_y, cell_x = (pixels_to_unit(ConvEncoder.cell_centres(n, like=alpha), size) for n in alpha.shape[-2:])
         centres = torch.stack([(alpha.sum(-2) * cell_x).sum(-1), (alpha.sum(-1) * cell_y).sum(-1)], -1)
         first, second = ConvEncoder.cell_centres(2).tolist()
         return Attention(centres, maps=alpha, map_cells=(first, second - first))

@@ -29,12 +29,13 @@ class ConvEncoder(nn.Module):
         self.feature_size = c3
 
     @classmethod
-    def cell_centres(cls, cells: int) -> torch.Tensor:
+    def cell_centres(cls, cells: int, like: torch.Tensor | None = None) -> torch.Tensor:
         """(cells,) continuous pixel coordinate of each cell's receptive-field centre along a side:
-        8 i + 3.5. The stride-2 conv centres its output j on pixel 2j (continuous 2j + 0.5), the
-        first 2x2 pool output k between 4k + 0.5 and 4k + 2.5, the second output i between
-        8i + 1.5 and 8i + 5.5."""
-        return torch.arange(cells, dtype=torch.float32) * cls.STRIDE + (cls.STRIDE - 1) / 2
+        8 i + 3.5, made on ``like``'s device and dtype (float32 on the CPU without it). The
+        stride-2 conv centres its output j on pixel 2j (continuous 2j + 0.5), the first 2x2 pool
+        output k between 4k + 0.5 and 4k + 2.5, the second output i between 8i + 1.5 and 8i + 5.5."""
+        where = {} if like is None else {"device": like.device, "dtype": like.dtype}
+        return torch.arange(cells, **({"dtype": torch.float32} | where)) * cls.STRIDE + (cls.STRIDE - 1) / 2
 
     @staticmethod
     def grid_size(size: int) -> int:
