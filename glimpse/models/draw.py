@@ -76,8 +76,8 @@ class DRAWClassifier(nn.Module):
         # Step 1 (h = 0) reads the bias alone: centred (g~ = 0), grid over the whole canvas
         # (delta~ = 1), sigma = half the stride so neighbouring filters overlap without blurring
         # the whole canvas, gamma = 1. Small weights keep the first moves near that read. A floor
-        # at or above half a stride (a read blurred on purpose) starts a tenth of a stride above
-        # it, in quadrature: the learned part exp(bias) must stay positive.
+        # near or over half a stride (a read blurred on purpose) leaves the learned part less than
+        # a tenth of a stride, in quadrature: it starts there instead (exp(bias) must stay positive).
         stride = (size - 1) / max(n - 1, 1)
         above_floor = (stride / 2) ** 2 - (config.min_sigma_strides * stride) ** 2
         initial_sigma2 = max(above_floor, (stride / 10) ** 2)
