@@ -22,7 +22,7 @@ from envs import ClutteredMNISTVectorEnv
 from envs.engine import DigitBank, first_locations, make_canvases
 from glimpse.losses import credited_reward, hybrid_loss
 from glimpse.models import build_model, get_family
-from glimpse.models.registry import canvases_to_tensor
+from glimpse.models.registry import canvases_to_tensor, declared_options
 from glimpse.progress import progress
 
 __all__ = [
@@ -177,9 +177,10 @@ def baseline_name(samples: int) -> str:
 
 def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: int, n_batches: int,
                               batch_size: int, data_dir: str | None = None, seed: int = 20_000,
-                              n_bootstrap: int = 200, show_progress: bool = False) -> dict:
+                              n_bootstrap: int = 200, show_progress: bool = False, reward: str = "sequence") -> dict:
     """How noisy one REINFORCE estimator of a hard ``arch`` model's location-policy gradient is,
-    and what it costs.
+    and what it costs; ``reward`` is what it credits each location with (``--reinforce-reward``:
+    measure the one the run trained with).
 
     ``samples`` = 1: the learned baseline; K > 1: the leave-one-out baseline, each of the
     ``batch_size`` training images played K times (``--reinforce-samples K``). All are unbiased
@@ -190,7 +191,7 @@ def reinforce_estimator_noise(arch: str, model: nn.Module, task: dict, samples: 
     estimators compare at equal wall-clock: trace x seconds. ``show_progress``: a bar over the
     minibatches (for the command line)."""
     env = ClutteredMNISTVectorEnv(batch_size * samples, **{**task, "split": "train", "data_dir": data_dir})
-    grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples)
+    grad_fn = reinforce_gradient_fn(arch, model, env, seed, samples, reward)
     grad_fn(0)  # warm-up: digits loaded, caches filled (minibatch 0 is drawn again, from its seed)
     start = time.perf_counter()
     batches = progress(range(n_batches), disable=not show_progress, desc=f"K = {samples}", unit="minibatches")
@@ -258,7 +259,9 @@ def run_initialisation(run: dict) -> nn.Module:
     the expected attention gradient is clearly non-zero, as the comparisons at initialisation need."""
     torch.manual_seed(run["train_config"]["seed"])
     model = build_model(run["kind"], run["model_config"]).eval()
-    get_family(run["kind"]).schedule(model, SimpleNamespace(**run["train_config"]), 0.0)
+    # options a run from before them lacks read at their defaults, as the run's resume would
+    defaults = {name: option.default for _, options in declared_options() for name, option in options.items()}
+    get_family(run["kind"]).schedule(model, SimpleNamespace(**{**defaults, **run["train_config"]}), 0.0)
     return model
 
 

@@ -33,7 +33,7 @@ def digit_returns(correct: torch.Tensor, per_digit: int, steps: int) -> torch.Te
     ``steps``: T - 1 chosen locations. Returns (B, T - 1): the location chosen after glimpse t is
     looked at in glimpse t + 1, which belongs to digit b = (t + 1) // per_digit; it can change the
     answers to digits b, b + 1, ... (the core state runs on) but not the ones already given, so
-    its return is the share of those digits that came out right: (1 / D) * sum_{d >= b} correct_d.
+    its return is 1 / D for each of those digits that came out right: (1 / D) * sum_{d >= b} correct_d.
     Crediting each location only with what it could affect drops the noise of earlier answers
     from its gradient (REINFORCE's causality argument); the sequence reward credits every
     location with "every digit right".

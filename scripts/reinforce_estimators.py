@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         if not get_family(payload["kind"]).learns_by_reinforce:
             raise ValueError(f"{args.checkpoint} is a {payload['kind']} checkpoint; REINFORCE estimators need hard attention")
         results = [reinforce_estimator_noise(payload["kind"], model, payload["task"], k, args.batches, args.batch_size, args.data_dir,
-                                             args.seed, show_progress=True) for k in counts]
+                                             args.seed, show_progress=True,
+                                             reward=payload["train_config"].get("reinforce_reward", "sequence"))
+                   for k in counts]
     except (ValueError, DataError, CheckpointError) as exc:
         return fail(exc)
     reference = results[0]["trace"] * results[0]["seconds_per_batch"]

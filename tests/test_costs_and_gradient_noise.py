@@ -353,3 +353,39 @@ def test_the_estimator_control_script_measures_the_report_s_retina(capsys):
 def rows_score(rows: list[str], weights: str) -> str:
     """The score function's total variance in the rows of ``weights``."""
     return next(r.strip("| ").split(" | ")[3] for r in rows if r.startswith(f"| {weights} |") and "score function" in r)
+
+
+def test_the_estimator_noise_measures_the_reward_its_run_trained_with(bundled):
+    """The report's REINFORCE estimator noise of a run trained with ``--reinforce-reward digits``
+    is that estimator's, not the sequence reward's."""
+    from types import SimpleNamespace
+
+    from glimpse.gradient_noise import reinforce_estimator_noise
+    from glimpse.report.measurements import estimator_variance
+
+    config = resolve_config({"arch": "ram", "preset": "multi100", "reinforce_samples": 1})
+    task = config.task()
+    torch.manual_seed(0)
+    model = config.family.build(config.family.model_config(config))
+    measure = dict(n_batches=3, batch_size=8, data_dir="bundled", seed=7, n_bootstrap=10)
+    digits = reinforce_estimator_noise("ram", model, task, 1, reward="digits", **measure)
+    sequence = reinforce_estimator_noise("ram", model, task, 1, **measure)
+    env = ClutteredMNISTVectorEnv(8, **{**task, "split": "train", "data_dir": "bundled"})
+    expected = trace_and_signal(gradient_estimates(reinforce_gradient_fn("ram", model, env, 7, 1, "digits"), range(3)))[0]
+    assert digits["trace"] == pytest.approx(expected) and digits["trace"] != pytest.approx(sequence["trace"])
+    run = {"kind": "ram", "task": task, "train_config": {**config.to_dict(), "reinforce_reward": "digits"}}
+    seed_runs = SimpleNamespace(runs=[run], model=lambda seed: model)
+    reported = estimator_variance(seed_runs, 1, 3, 8, "bundled", seed=7)
+    assert reported["trace"] == pytest.approx(digits["trace"])
+
+
+def test_a_run_from_before_an_option_rebuilds_its_initialisation():
+    """A stored run whose config predates ``--location-std-final`` rebuilds its initial weights
+    with the policy's one std, as its resume would; with the option, at its starting std."""
+    from glimpse.gradient_noise import run_initialisation
+
+    config = resolve_config({"arch": "ram", "preset": "cluttered60", "location_std": 0.25, "location_std_final": 0.1})
+    run = {"kind": "ram", "model_config": config.family.model_config(config), "train_config": config.to_dict()}
+    assert run_initialisation(run).location_policy.fixed_std == pytest.approx(0.25)
+    old = {**run, "train_config": {k: v for k, v in run["train_config"].items() if k != "location_std_final"}}
+    assert run_initialisation(old).location_policy.fixed_std == pytest.approx(run["model_config"]["location_std"])

@@ -55,8 +55,8 @@ class HardFamily(Family):
                                     "baseline (leave-one-out, Kool et al. 2019); K times the episodes per step",
                                     low=1, high=64),
         "reinforce_reward": Option("sequence", "several digits: what REINFORCE credits each location with: "
-                                   "sequence, the env's reward (1 when every digit is right); digits, the share of "
-                                   "the digits it could still affect that came out right (reward-to-go, "
+                                   "sequence, the env's reward (1 when every digit is right); digits, 1 / D for each "
+                                   "digit it could still affect that came out right (reward-to-go over D digits, "
                                    "glimpse/losses.py: digit_returns). The same for one digit",
                                    ("sequence", "digits")),
     }

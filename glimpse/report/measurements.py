@@ -348,7 +348,7 @@ def estimator_variance(seed_runs: SeedRuns, samples: int, n_batches: int, batch_
     """:func:`glimpse.gradient_noise.reinforce_estimator_noise` at the seed-0 run's trained weights."""
     run = seed_runs.runs[0]
     return reinforce_estimator_noise(run["kind"], seed_runs.model(0), run["task"], samples, n_batches, batch_size,
-                                     data_dir, seed)
+                                     data_dir, seed, reward=run["train_config"].get("reinforce_reward", "sequence"))
 
 
 def location_estimators(seed_runs: SeedRuns, data, samples: int, n_batches: int, batch_size: int,

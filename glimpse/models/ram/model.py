@@ -80,9 +80,10 @@ class RecurrentAttentionModel(nn.Module):
     which sets the state the first glimpse is read into.
 
     ``reinforce_into_core`` scales the REINFORCE gradient where it leaves the location network
-    for the core and glimpse network: 1 (the default) is the paper, 0 stops it at the location
-    network (a common stabiliser), and in between the policy still shapes the features (so they
-    come to encode where the digit is) without its noise swamping the cross-entropy gradient.
+    for the core and glimpse network: 1 (RAMConfig's default) is the paper, 0 (train.py's
+    default) stops it at the location network (a common stabiliser), and in between the policy
+    still shapes the features (so they come to encode where the digit is) without its noise
+    swamping the cross-entropy gradient.
     The forward values are the same for every setting.
     """
 
