@@ -54,3 +54,24 @@ def test_compile_compiles_each_part_in_place_and_changes_no_number(eager_compile
 def test_compile_mode_is_checked():
     with pytest.raises(ValueError, match="--compile must be one of"):
         resolve_config({"compile": "fast"})
+
+
+def test_an_annealed_policy_std_recompiles_nothing(eager_compile):
+    """--location-std-final changes the policy's std every step: a compiled location network reads
+    it as a tensor, so it is traced once (a Python float made dynamo recompile per value until its
+    cache limit, then run eagerly), and the std it returns is the one set."""
+    from torch._dynamo.utils import counters
+
+    from glimpse.models.ram.location import LocationPolicy
+
+    torch._dynamo.reset()
+    counters.clear()
+    policy = LocationPolicy(16, std=0.25)
+    policy.compile()
+    h = torch.randn(4, 16)
+    for std in np.linspace(0.25, 0.1, 12):
+        policy.fixed_std = float(std)
+        _, returned = policy(h)
+        torch.testing.assert_close(returned, torch.full((4, 2), float(std)))
+    assert counters["stats"]["unique_graphs"] == 1
+    assert list(policy.state_dict()) == ["mean.weight", "mean.bias"]  # checkpoints keep their keys

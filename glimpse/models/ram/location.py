@@ -16,11 +16,21 @@ class LocationPolicy(nn.Module):
     def __init__(self, hidden_size: int, std: float = 0.15):
         super().__init__()
         self.mean = nn.Linear(hidden_size, 2)
-        self.fixed_std = std
+        # a 0-d buffer, not a Python float: a compiled forward reads it as data, so annealing it
+        # recompiles nothing (a float is a constant dynamo guards on); not saved: the model config has it
+        self.register_buffer("std", torch.tensor(float(std)), persistent=False)
+
+    @property
+    def fixed_std(self) -> float:
+        return float(self.std)
+
+    @fixed_std.setter
+    def fixed_std(self, value: float) -> None:
+        self.std.fill_(value)  # on the buffer's device: no host round trip
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean = torch.tanh(self.mean(h))
-        return mean, torch.full_like(mean, self.fixed_std)
+        return mean, self.std.to(mean.dtype).expand_as(mean)
 
     @staticmethod
     def sample(mean: torch.Tensor, std: torch.Tensor, generator: torch.Generator | None = None,
