@@ -239,8 +239,8 @@ def doubling_check(run: SeedRuns, doubled: SeedRuns, seed: int = 0) -> dict | No
     canvas by canvas (McNemar's exact test on the fixed test canvases). Two runs of one recipe can
     differ significantly by seed alone (another seed is another run), so "not converged" asks twice
     the budget to read significantly more right (two-sided p < 0.05, it ahead) than each seed of the
-    budget, not only its own; and the doubled run's seed is tested against the next seed of the
-    budget (``seeds_apart``), the size of a difference seeds alone make. "Converged" means no gain shown,
+    budget, not only its own; and the budget's run of that seed is tested against the budget's
+    next seed (``seeds_apart``), the size of a difference seeds alone make. "Converged" means no gain shown,
     not that there is none. A doubled run that reads significantly less right than its own seed
     counts as converged too (more epochs did not help), and the report says so. The same tests on
     the fresh canvases come with it (``fresh``: each seed's test, and whether twice the budget reads
