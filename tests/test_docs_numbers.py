@@ -168,3 +168,12 @@ def test_the_two_estimators_table_is_the_reports():
             assert [value, low, high] == pytest.approx(report[weights, k, estimator], rel=6e-3), (weights, k, estimator)
             checked += 1
     assert checked == 18
+
+
+def test_the_readme_quotes_the_reports_recorded_training_time():
+    """The README's cost of a full retrain is the converged report's own total."""
+    report = re.search(r"Recorded training time of all \d+ runs of this report[^:]*: (\d+) minutes",
+                       (ROOT / "reports/converged/compare.md").read_text())
+    readme = re.search(r"the records hold ([\d,]+) minutes of recorded training", (ROOT / "README.md").read_text())
+    assert report and readme, "the sentence moved: update this test's patterns"
+    assert int(readme.group(1).replace(",", "")) == int(report.group(1))

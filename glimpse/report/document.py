@@ -38,11 +38,11 @@ def _si(x: float) -> str:
 
 
 def _error_cell(errors: np.ndarray, n_test: int) -> str:
-    """Mean ± sd over seeds, and the 95 % Wilson interval of the seeds' mean error on the test
-    canvases, with the canvas as the unit (n = the canvases, not canvases x seeds: the seeds misread
-    the same hard canvases, so pooling them as independent reads would narrow it by up to sqrt(seeds)).
-    It says how well the canvases pin down these runs' error, not the recipe's mean over seeds
-    (their spread is the sd beside it)."""
+    """Mean ± sample sd (n - 1) over seeds, and the 95 % Wilson interval of the seeds' mean error
+    on the test canvases, with the canvas as the unit (n = the canvases, not canvases x seeds: the
+    seeds misread the same hard canvases, so pooling them as independent reads would narrow it by up
+    to sqrt(seeds)). It says how well the canvases pin down these runs' error, not the recipe's mean
+    over seeds (their spread is the sd beside it)."""
     if len(errors) == 0:
         return "not trained"
     pct = 100 * errors
@@ -131,7 +131,7 @@ def headline(groups: list[SeedRuns], measured: dict, seconds_per_epoch: dict, n_
                      _si(m["canvas_pixels_touched"]), _si(m["flops"]), f"{m['train_images_per_second']:,.0f}",
                      f"{m['eval_images_per_second']:,.0f}", _threshold_cell(t90, seconds_per_epoch[e.name])])
     return _table(["model", "kind",
-                   "test error % (mean ± sd over seeds; 95 % interval over test canvases, seed spread not in it)",
+                   "test error % (mean ± sample sd over seeds; 95 % interval over test canvases, seed spread not in it)",
                    "paper %", "pixels touched / image", "FLOPs / image", "train img/s", "eval img/s",
                    "to 90 % val accuracy"], rows)
 
@@ -399,7 +399,7 @@ def _sensor_against_gradient(r: Measured) -> list[str]:
         said,
         "",
         _table(["sensor", "how it learns where to look", "model",
-                "test error % (mean ± sd; 95 % interval over test canvases, seed spread not in it)",
+                "test error % (mean ± sample sd; 95 % interval over test canvases, seed spread not in it)",
                 f"fresh canvases (seed {FRESH_SEED}) %, per seed", "pixels touched / image",
                 "values the model receives from the image", "FLOPs / image",
                 "train img/s", "eval img/s", f"against {reference.label}: canvases this row / it alone reads "
